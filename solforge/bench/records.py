@@ -1,0 +1,118 @@
+"""The evaluation record: what the evaluator says about one solution on one problem.
+
+Schema ``solforge.evaluation/1``. Every consumer (CLI tables, the ledger, agents, reports,
+the RL reward, the CI gate) reads these models and nothing else. New optional fields may
+be added within a schema version; renaming or removing one bumps the version.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+EVALUATION_SCHEMA = "solforge.evaluation/1"
+
+
+class Status(str, Enum):
+    """The SOL-ExecBench status vocabulary, in order of how early each is decided."""
+
+    PASSED = "PASSED"
+    COMPILE_ERROR = "COMPILE_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    TIMEOUT = "TIMEOUT"
+    INCORRECT_SHAPE = "INCORRECT_SHAPE"
+    INCORRECT_DTYPE = "INCORRECT_DTYPE"
+    INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
+    REWARD_HACK = "REWARD_HACK"
+    INVALID_REFERENCE = "INVALID_REFERENCE"
+
+
+class WorkloadResult(BaseModel):
+    """Per-workload numbers. Times are milliseconds; ``time_ms`` is device kernel time."""
+
+    name: str
+    visible: bool = True
+    params: dict[str, Any] = Field(default_factory=dict)
+    correct: bool = False
+    status: Status | None = None
+    message: str = ""
+    trials: int = 0
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch_ratio: float | None = None
+    golden_max_abs_error: float | None = Field(
+        None, description="candidate against a float64 run of the reference, where affordable")
+    reference_golden_max_abs_error: float | None = Field(
+        None, description="the reference itself against its float64 run (the noise floor)")
+    time_ms: float | None = Field(None, description="median device kernel time per call")
+    latency_ms: float | None = Field(None, description="median per-call latency, device-wide sync")
+    host_ms: float | None = Field(None, description="host wall clock per call over a batch")
+    time_spread: float | None = Field(
+        None, description="(p75 - p25) / median of the kernel times: the run's own noise")
+    timed_calls: int = 0
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    kernels: list[str] = Field(default_factory=list, description="kernel names one call launched")
+    # speed of light (filled by solforge.sol)
+    flops: float | None = None
+    bytes: float | None = None
+    sol_ms: float | None = None
+    sol_floor_ms: float | None = None
+    sol_score: float | None = None
+    bound: str | None = None
+
+
+class EvaluationRecord(BaseModel):
+    """One solution on one problem: status, flags, per-workload results, geomeans."""
+
+    schema_: str = Field(EVALUATION_SCHEMA, alias="schema")
+    problem: str
+    solution: str
+    language: str = "pytorch"
+    device: str = "cpu"
+    status: Status
+    flags: list[str] = Field(default_factory=list)
+    message: str = ""
+    workloads: list[WorkloadResult] = Field(default_factory=list)
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    sol_score: float | None = None
+    policy: str = "default"
+    held_out_included: bool = True
+    duration_s: float | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+
+    model_config = {"populate_by_name": True}
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EvaluationRecord:
+        return cls.model_validate(data)
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def finalize(self) -> EvaluationRecord:
+        """Fill the problem-level geometric means from the workloads."""
+        self.speedup_vs_eager = geomean([w.speedup_vs_eager for w in self.workloads])
+        self.speedup_vs_compile = geomean([w.speedup_vs_compile for w in self.workloads])
+        self.sol_score = geomean([w.sol_score for w in self.workloads])
+        return self
+
+
+def geomean(values: list[float | None]) -> float | None:
+    """Geometric mean of the known values (0 if any is 0); None when none is known."""
+    xs = [v for v in values if v is not None and v >= 0 and math.isfinite(v)]
+    if not xs:
+        return None
+    if min(xs) == 0:
+        return 0.0
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))

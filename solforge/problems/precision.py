@@ -1,0 +1,94 @@
+"""Precision classes: one name decides both the tolerance and the hardware unit.
+
+A problem declares one precision class. The evaluator reads its tolerance to judge
+correctness; the speed-of-light code reads ``unit`` to pick the peak rate it may assume
+(an fp32 problem that admits TF32 is scored against the TF32 tensor-core rate).
+
+Tolerances follow the public anchors: KernelBench uses 1e-4 for fp32 and 1e-2 for
+fp16/bf16; SOL-ExecBench defaults to atol = rtol = 1e-2 with a matched ratio of 0.99.
+FP8 (e4m3) has three mantissa bits, so one rounding step is 2**-3 = 12.5% relative; the
+fp8 class tolerates one step. An element passes when |out - ref| <= atol + rtol * |ref|.
+
+Not covered: per-output tolerances (a problem with outputs of two precisions uses the
+looser class for both) and ULP-based comparison.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PrecisionClass(BaseModel):
+    """How exact a problem's outputs must be, and which unit may compute them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    atol: float = Field(description="absolute tolerance per element")
+    rtol: float = Field(description="relative tolerance per element")
+    matched_ratio: float = Field(
+        1.0, description="fraction of elements that must pass (1.0: every element)"
+    )
+    worst_error_factor: float = Field(
+        float("inf"),
+        description="no element may exceed this multiple of its tolerance, even when the "
+        "matched ratio lets some fail",
+    )
+    unit: str = Field(
+        description="the fastest hardware unit the SOL bound may assume: fp32, tf32, "
+        "bf16, fp16, fp8, int8"
+    )
+    allow_tf32: bool = Field(
+        False, description="solutions may run fp32 matmul/conv on TF32 tensor cores"
+    )
+    description: str = ""
+
+
+_REGISTRY: dict[str, PrecisionClass] = {}
+
+
+def register_precision(pc: PrecisionClass) -> PrecisionClass:
+    """Add a precision class (built-ins and plug-ins use this same door)."""
+    _REGISTRY[pc.name] = pc
+    return pc
+
+
+def get_precision(name: str) -> PrecisionClass:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise ValueError(f"unknown precision class {name!r}; use one of: {known}") from None
+
+
+def precisions() -> list[PrecisionClass]:
+    return list(_REGISTRY.values())
+
+
+register_precision(PrecisionClass(
+    name="fp32", atol=1e-4, rtol=1e-4, unit="fp32",
+    description="fp32 exact: IEEE fp32 arithmetic on the SIMT units; TF32 is not allowed",
+))
+register_precision(PrecisionClass(
+    name="tf32", atol=1e-2, rtol=1e-2, matched_ratio=0.999, worst_error_factor=10.0,
+    unit="tf32", allow_tf32=True,
+    description="fp32 data, matmul/conv may run on TF32 tensor cores (10-bit mantissa)",
+))
+register_precision(PrecisionClass(
+    name="bf16", atol=2e-2, rtol=2e-2, matched_ratio=0.999, worst_error_factor=10.0,
+    unit="bf16", description="bf16 data, fp32 accumulation; bf16 tensor cores",
+))
+register_precision(PrecisionClass(
+    name="fp16", atol=1e-2, rtol=1e-2, matched_ratio=0.999, worst_error_factor=10.0,
+    unit="fp16", description="fp16 data, fp32 accumulation; fp16 tensor cores",
+))
+register_precision(PrecisionClass(
+    name="fp8", atol=2e-2, rtol=0.13, matched_ratio=0.99, worst_error_factor=4.0,
+    unit="fp8",
+    description="fp8 (e4m3/e5m2) operands with scales; one fp8 rounding step tolerated",
+))
+register_precision(PrecisionClass(
+    name="int8", atol=1.0, rtol=0.0, matched_ratio=0.99, worst_error_factor=2.0,
+    unit="int8",
+    description="int8 quantized values; off by one quantization step at ties tolerated",
+))
