@@ -58,6 +58,7 @@ class WorkloadResult(BaseModel):
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     kernels: list[str] = Field(default_factory=list, description="kernel names one call launched")
+    flags: list[str] = Field(default_factory=list, description="anti-cheat flags of this workload")
     # speed of light (filled by solforge.sol)
     flops: float | None = None
     bytes: float | None = None

@@ -1,0 +1,301 @@
+"""The two halves of a workload's verdict on the trusted side: correctness, then timing.
+
+Correctness (:func:`correctness_trials`): ``trials`` rounds, each with fresh inputs from
+its own seed and the next of the problem's input distributions; the reference runs first
+on its own clone; the candidate gets another clone through the channel; its outputs are
+compared (``compare.py``); the inputs it was given must be unchanged afterwards; the first
+trial also checks the reference is deterministic and measures both against a float64 run.
+
+Timing (:func:`timing_checks`): the runner times the candidate (``timing.py``) on clones
+of a small pool of input sets, perturbed per call by seeds the judge chose; the judge
+then fetches the outputs of a few timed calls (the last always among them), rebuilds
+exactly those inputs and checks them against the reference; it times the baselines in
+its own process with the same function and the same seeds (cached); it measures the
+candidate with its own wall clock over a batch of back-to-back calls ending in a
+synchronize and an output check; last, the speed-of-light annotation.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from typing import Any
+
+import torch
+
+from solforge.bench import inputs as I
+from solforge.bench.baselines import BaselineCache, baseline_key
+from solforge.bench.compare import as_list, compare, same_outputs
+from solforge.bench.judge import Judge, RunnerFailure, RunnerHandle
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import Status, WorkloadResult
+from solforge.bench.timing import Timing, TimingConfig, fresh_inputs, measure
+from solforge.problems.spec import Problem, Workload
+
+POOL_SETS = 3          # distinct input sets that timed calls cycle through, then perturb
+RETAIN = 4             # timed calls whose outputs the judge re-checks
+GOLDEN_MAX_ELEMENTS = 1 << 26
+BATCH_TARGET_MS = 60.0  # length of the judge's wall-clock batch
+BATCH_MAX_BYTES = 2 << 30
+
+
+def _set(res: WorkloadResult, status: Status | str, message: str) -> Status:
+    res.status = Status(status)
+    res.message = message.strip()[:6000]
+    res.correct = False
+    return res.status
+
+
+def _flag(res: WorkloadResult, flag: str, message: str) -> Status:
+    if flag not in res.flags:
+        res.flags.append(flag)
+    return _set(res, Status.REWARD_HACK, message)
+
+
+def _owned(xs: list[Any]) -> list[Any]:
+    """Copies of what the runner sent: CUDA IPC views stay mapped to its memory."""
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _unchanged(before: list[Any], after: list[Any]) -> bool:
+    """True when every input tensor still holds what the judge put in it."""
+    pairs = [(a, b) for a, b in zip(before, after)
+             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)]
+    return all(same_outputs(a, b.to(a.device)) for a, b in pairs)
+
+
+def _golden(ref: Any, inputs: list[Any], seed: int, ref_out: Any, out: list[Any]
+            ) -> tuple[float | None, float | None]:
+    """Max abs error of the reference and of the candidate against a float64 reference."""
+    refs = as_list(ref_out)
+    n = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
+    params = sum(p.numel() for p in ref.parameters()) if isinstance(ref, torch.nn.Module) else 0
+    if n == 0 or n > GOLDEN_MAX_ELEMENTS or params > GOLDEN_MAX_ELEMENTS:
+        return None, None
+    if any(isinstance(r, torch.Tensor) and not r.is_floating_point() for r in refs):
+        return None, None
+    try:
+        g = copy.deepcopy(ref).double()
+        x64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+               for x in inputs]
+        gold = as_list(I.run_forward(g, x64, seed))
+        e_ref = max(float((r.double() - q.double()).abs().max()) for r, q in zip(refs, gold))
+        e_out = max(float((o.double() - q.double()).abs().max()) for o, q in zip(out, gold))
+        return e_ref, e_out
+    except Exception:
+        return None, None
+
+
+def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w: Workload,
+                       runner: RunnerHandle, opts: EvalOptions, deadline: float, seed: int,
+                       res: WorkloadResult) -> Status | None:
+    """Run the trials; return the failing status, or None when all passed."""
+    device = torch.device(opts.device)
+    dists = problem.distributions
+    pc = problem.precision
+    for t in range(opts.trials):
+        s = (seed + 7919 * t) % (2**31)
+        dist = dists[t % len(dists)]
+        try:
+            x = I.make_inputs(module, w.params, s, dist, device)
+            ref_out = I.run_forward(ref, I.clone_all(x), s)
+            I.synchronize(device)
+            if t == 0:
+                again = I.run_forward(ref, I.clone_all(x), s)
+                if not same_outputs(ref_out, again):
+                    return _set(res, Status.INVALID_REFERENCE,
+                                "the reference gives two different answers to the same input "
+                                "(even with the RNG reseeded before each forward)")
+        except Exception as e:
+            return _set(res, Status.INVALID_REFERENCE,
+                        f"the reference failed: {type(e).__name__}: {e}")
+        sent = I.clone_all(x)
+        try:
+            reply = runner.ask({"op": "run", "inputs": sent, "seed": s}, deadline)
+        except RunnerFailure as e:
+            return _set(res, e.status, e.message)
+        out = _owned(reply["outputs"])
+        if "lazy_output" in reply.get("flags", []):
+            return _flag(res, "lazy_output", "an output is a tensor subclass, not a plain "
+                         "torch.Tensor (outputs must be materialised when the call returns)")
+        after = sent if device.type == "cuda" else reply.get("inputs_after") or sent
+        if not _unchanged(x, after):
+            return _flag(res, "input_mutation", "the solution modified its inputs in place")
+        cmp = compare(out, ref_out, pc)
+        res.trials = t + 1
+        res.max_abs_error = max(res.max_abs_error or 0.0, cmp.max_abs_error)
+        res.max_rel_error = max(res.max_rel_error or 0.0, cmp.max_rel_error)
+        res.mismatch_ratio = max(res.mismatch_ratio or 0.0, cmp.mismatch_ratio)
+        if t == 0:
+            res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
+                ref, x, s, ref_out, out)
+        if not cmp.ok:
+            return _set(res, cmp.status, f"trial {t + 1} ({dist} inputs): {cmp.message}")
+    res.correct = True
+    res.status = Status.PASSED
+    return None
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    ys = sorted(xs)
+    m = len(ys) // 2
+    return ys[m] if len(ys) % 2 else 0.5 * (ys[m - 1] + ys[m])
+
+
+def _timing_config(opts: EvalOptions) -> TimingConfig:
+    return TimingConfig(budget_ms=opts.timing_budget_ms(), max_calls=opts.max_calls)
+
+
+def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Workload,
+                  runner: RunnerHandle, opts: EvalOptions, deadline: float, seed: int,
+                  res: WorkloadResult) -> Status | None:
+    device = torch.device(opts.device)
+    cfg = _timing_config(opts)
+    rng = random.Random(seed ^ 0x5EED)
+    pool = [I.make_inputs(module, w.params, (seed + 100_003 * (k + 1)) % (2**31), "normal",
+                          device) for k in range(POOL_SETS)]
+    seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]
+    judge.phase("timing", workload=w.name)
+    try:
+        reply = runner.ask({"op": "time", "pool": [I.clone_all(p) for p in pool],
+                            "seeds": seeds, "config": vars(cfg), "retain": RETAIN,
+                            "seed": seed}, deadline)
+        kept = runner.ask({"op": "fetch", "indices": reply["kept"]}, deadline)["outputs"]
+    except RunnerFailure as e:
+        return _set(res, e.status, e.message)
+    if "lazy_output" in reply.get("flags", []):
+        return _flag(res, "lazy_output", "a timed call returned a tensor subclass")
+    res.time_ms = _median(reply["kernel_ms"])
+    res.latency_ms = _median(reply["latency_ms"])
+    res.timed_calls = len(reply["kernel_ms"])
+    res.kernels = list(reply.get("kernels", []))[:64]
+    ks = sorted(reply["kernel_ms"])
+    if len(ks) >= 4 and res.time_ms:
+        res.time_spread = (ks[3 * len(ks) // 4] - ks[len(ks) // 4]) / res.time_ms
+    missing = [i for i in reply["kept"] if i not in kept]
+    if not reply["kept"] or missing:
+        return _flag(res, "timed_output_withheld", "the runner did not return the outputs of "
+                     "the timed calls the judge asked for")
+    for i in reply["kept"]:
+        xi = fresh_inputs(pool[reply["pool_indices"][i]], reply["seeds"][i])
+        want = I.run_forward(ref, xi, seed)
+        cmp = compare(_owned(kept[i]), want, problem.precision)
+        if not cmp.ok:
+            return _flag(res, "timed_output_mismatch",
+                         f"timed call {i} returned a wrong result ({cmp.message}) although the "
+                         "correctness trials passed: results depend on call history (caching "
+                         "or deferred work)")
+    _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
+    status = _host_batch(ref, pool, runner, opts, deadline, seed, res, problem)
+    if status is not None:
+        return status
+    if res.time_ms and res.eager_ms:
+        res.speedup_vs_eager = res.eager_ms / res.time_ms
+    if res.time_ms and res.compile_ms:
+        res.speedup_vs_compile = res.compile_ms / res.time_ms
+    _speed_of_light(problem, ref, w, pool[0], opts, res)
+    return None
+
+
+def _baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list[list[Any]],
+               seeds: list[int], cfg: TimingConfig, opts: EvalOptions,
+               res: WorkloadResult) -> None:
+    from solforge.bench.verdict import device_name
+
+    device = torch.device(opts.device)
+    cache = BaselineCache()
+    try:
+        for kind in opts.baselines:
+            label = "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
+            key = baseline_key(problem.content_hash, w.name, w.params_json(),
+                               device_name(opts.device), label,
+                               {"budget_ms": cfg.budget_ms, "max_calls": cfg.max_calls})
+            hit = None if opts.fresh_baselines else cache.get(key)
+            if hit is None:
+                judge.phase("baseline", workload=w.name, kind=label)
+                try:
+                    hit = _time_reference(ref, kind, opts, pool, seeds, cfg, device)
+                except Exception as e:
+                    note = f"{label} baseline failed: {type(e).__name__}: {str(e)[:300]}"
+                    res.message = (res.message + "; " + note).strip("; ")
+                    continue
+                cache.put(key, hit)
+            if kind == "eager":
+                res.eager_ms = hit["kernel_ms"]
+            else:
+                res.compile_ms = hit["kernel_ms"]
+    finally:
+        cache.close()
+
+
+def _time_reference(ref: Any, kind: str, opts: EvalOptions, pool: list[list[Any]],
+                    seeds: list[int], cfg: TimingConfig, device: torch.device) -> dict:
+    fn = ref
+    if kind == "compile":
+        from torch import _dynamo
+
+        _dynamo.reset()
+        fn = torch.compile(ref, mode=None if opts.compile_mode == "default"
+                           else opts.compile_mode)
+    with torch.no_grad():
+        t: Timing = measure(fn, pool, device, cfg, seeds=seeds)
+        host = _host_clock(fn, pool, seeds, device, t.median_latency_ms or 0.1)
+    return {"kernel_ms": t.median_kernel_ms, "latency_ms": t.median_latency_ms,
+            "host_ms": host, "spread": t.spread, "calls": len(t.kernel_ms),
+            "kernels": t.kernels[:64], "measured_at": time.time()}
+
+
+def _batch_size(pool: list[list[Any]], latency_ms: float) -> int:
+    per = sum(x.numel() * x.element_size() for x in pool[0] if isinstance(x, torch.Tensor))
+    by_mem = max(2, BATCH_MAX_BYTES // max(per, 1))
+    return int(max(3, min(200, by_mem, BATCH_TARGET_MS / max(latency_ms, 0.005))))
+
+
+def _host_clock(fn: Any, pool: list[list[Any]], seeds: list[int], device: torch.device,
+                latency_ms: float) -> float:
+    """Wall clock per call over back-to-back calls on prepared fresh inputs (trusted side)."""
+    m = _batch_size(pool, latency_ms)
+    batch = [fresh_inputs(pool[i % len(pool)], seeds[i % len(seeds)] + 3) for i in range(m)]
+    I.synchronize(device)
+    t0 = time.perf_counter()
+    for args in batch:
+        fn(*args)
+    I.synchronize(device)
+    return (time.perf_counter() - t0) * 1e3 / m
+
+
+def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: EvalOptions,
+                deadline: float, seed: int, res: WorkloadResult,
+                problem: Problem) -> Status | None:
+    """The judge's own clock over ``m`` back-to-back candidate calls, output checked."""
+    m = _batch_size(pool, res.latency_ms or 0.1)
+    rng = random.Random(seed ^ 0xBA7C)
+    seeds = [rng.randrange(2**31) for _ in range(m)]
+    try:
+        runner.ask({"op": "batch_prepare", "pool": [I.clone_all(p) for p in pool],
+                    "seeds": seeds}, deadline)
+        t0 = time.perf_counter()
+        reply = runner.ask({"op": "batch_go"}, deadline)
+        wall = time.perf_counter() - t0
+    except RunnerFailure as e:
+        return _set(res, e.status, e.message)
+    res.host_ms = wall * 1e3 / m
+    last = fresh_inputs(pool[(m - 1) % len(pool)], seeds[-1])
+    cmp = compare(_owned(reply["outputs"]), I.run_forward(ref, last, seed), problem.precision)
+    if not cmp.ok:
+        return _flag(res, "batch_output_mismatch",
+                     f"the last call of a back-to-back batch returned a wrong result "
+                     f"({cmp.message}): work deferred across calls")
+    return None
+
+
+def _speed_of_light(problem: Problem, ref: Any, w: Workload, inputs: list[Any],
+                    opts: EvalOptions, res: WorkloadResult) -> None:
+    try:
+        from solforge.sol.hooks import annotate_workload
+    except ImportError:
+        return
+    annotate_workload(problem, ref, w, inputs, opts, res)

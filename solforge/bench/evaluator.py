@@ -1,0 +1,156 @@
+"""The evaluator as callers see it: ``Evaluator(device).evaluate(problem, solution)``.
+
+The caller's process (the CLI, an agent, a planner) never runs a reference or a
+candidate: it starts one judge process per device (``judge.py``) and exchanges plain
+dicts with it. If the judge itself dies (a reference that segfaults, say), the record
+says so with the status that fits the phase it died in, and the next evaluation gets a
+new judge.
+
+Not covered: several devices per judge (use one Evaluator per device), remote judges
+(the Ray backend starts judges as tasks; see docs/SCALE.md).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import EvaluationRecord, Status
+from solforge.problems.spec import Problem
+
+
+class Evaluator:
+    """A handle on one judge process for one device."""
+
+    def __init__(self, options: EvalOptions | None = None,
+                 on_phase: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.options = options or EvalOptions()
+        self.on_phase = on_phase
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+
+    # -- judge process -------------------------------------------------------------------
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        theirs.set_inheritable(True)
+        env = dict(os.environ)
+        src_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH"))
+                                            if p)
+        if self.options.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "solforge.bench.judge", "--fd", str(theirs.fileno()),
+             "--device", self.options.device],
+            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        msg = self._recv(deadline=time.monotonic() + 300)
+        if msg is None or msg.get("event") != "ready":
+            err = self._stderr()
+            self.close()
+            raise RuntimeError(f"the evaluator process did not start: {err}")
+
+    def _stderr(self) -> str:
+        if self.proc is None or self.proc.stderr is None or self.proc.poll() is None:
+            return ""
+        try:
+            return self.proc.stderr.read().decode(errors="replace")[-3000:]
+        except Exception:
+            return ""
+
+    def _recv(self, deadline: float) -> dict[str, Any] | None:
+        assert self.conn is not None and self.proc is not None
+        while time.monotonic() < deadline:
+            if self.conn.poll(0.2):
+                try:
+                    return self.conn.recv()
+                except (EOFError, OSError):
+                    return None
+            if self.proc.poll() is not None and not self.conn.poll(0):
+                return None
+        return None
+
+    def close(self) -> None:
+        if self.conn is not None and self.proc is not None and self.proc.poll() is None:
+            try:
+                self.conn.send({"op": "shutdown"})
+                self._recv(time.monotonic() + 10)
+            except Exception:
+                pass
+        if self.proc is not None:
+            from solforge.bench.sandbox import kill_tree
+
+            if self.proc.poll() is None:
+                kill_tree(self.proc.pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc = None
+        self.conn = None
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluate(self, problem: Problem | str | Path, solution: str | Path,
+                 language: str | None = None, **overrides: Any) -> EvaluationRecord:
+        """Evaluate ``solution`` on ``problem``; always returns a record, never raises for
+        anything the problem or the solution did."""
+        opts = self.options.model_copy(update=overrides) if overrides else self.options
+        problem_path = str(problem.path if isinstance(problem, Problem) else problem)
+        name = problem.name if isinstance(problem, Problem) else Path(problem_path).stem
+        if self.proc is None or self.proc.poll() is not None:
+            try:
+                self._start()
+            except RuntimeError as e:
+                return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
+        assert self.conn is not None
+        self.conn.send({"op": "evaluate", "problem": problem_path, "solution": str(solution),
+                        "language": language, "options": opts.model_dump()})
+        # the judge enforces the candidate's limit; this one covers baselines and builds
+        deadline = time.monotonic() + opts.timeout_s * 2 + 1800
+        phase = "starting"
+        while True:
+            msg = self._recv(deadline)
+            if msg is None:
+                died = self.proc is not None and self.proc.poll() is not None
+                err = self._stderr()
+                self.close()
+                status = Status.INVALID_REFERENCE if phase in ("reference", "baseline") \
+                    else Status.RUNTIME_ERROR
+                what = "died" if died else "stopped answering"
+                return _record(name, solution, opts, status,
+                               f"the evaluator process {what} during the {phase} phase"
+                               f"{' (the reference crashed it)' if status is Status.INVALID_REFERENCE else ''}"
+                               f". {err[-1500:]}")
+            event = msg.get("event")
+            if event == "phase":
+                phase = msg.get("phase", phase)
+                if self.on_phase:
+                    self.on_phase(msg)
+            elif event == "result":
+                return EvaluationRecord.from_json(msg["record"])
+            elif event == "error":
+                return _record(name, solution, opts, Status.RUNTIME_ERROR,
+                               f"internal evaluator error: {msg.get('message')}\n"
+                               f"{msg.get('traceback', '')[-3000:]}")
+
+
+def _record(problem: str, solution: Any, opts: EvalOptions, status: Status, message: str
+            ) -> EvaluationRecord:
+    return EvaluationRecord(problem=problem, solution=str(solution), device=opts.device,
+                            status=status, message=message, policy=opts.policy)

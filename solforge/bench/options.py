@@ -1,0 +1,33 @@
+"""Evaluation options: one pydantic model, passed from the CLI (or an agent) to the judge."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class EvalOptions(BaseModel):
+    """How one evaluation is run. Every field has a default a user can trust."""
+
+    device: str = Field("cpu", description="cpu, cuda or cuda:N")
+    timeout_s: float = Field(300.0, description="wall-clock limit for the candidate's part")
+    workloads: str | list[str] = Field(
+        "all", description="'all' (the verdict), 'visible' (what agents see), or names")
+    trials: int = Field(5, ge=1, description="correctness trials per workload, fresh inputs each")
+    seed: int | None = Field(None, description="base seed of the trials; None: fresh each run")
+    timing: bool = Field(True, description="measure time (False: correctness only)")
+    baselines: list[str] = Field(
+        default_factory=lambda: ["eager", "compile"],
+        description="reference baselines to time: eager, compile")
+    compile_mode: str = Field("default", description="torch.compile mode of the baseline")
+    fresh_baselines: bool = Field(False, description="ignore cached baseline times")
+    budget_ms: float = Field(0.0, description="timed-loop budget per workload (0: by device)")
+    max_calls: int = Field(200, description="timed calls per workload, at most")
+    policy: str = Field("default", description="default (flag) or strict (reject) fallbacks")
+    languages: list[str] | None = Field(None, description="languages that count (None: all)")
+    memory_mb: int = Field(16384, description="host memory limit of the candidate")
+    sol_baseline: str = Field("best", description="T_b of the SOL score: eager, compile, best")
+
+    def timing_budget_ms(self) -> float:
+        if self.budget_ms > 0:
+            return self.budget_ms
+        return 300.0 if self.device == "cpu" else 1000.0

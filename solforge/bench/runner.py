@@ -1,0 +1,240 @@
+"""The candidate runner: the only process that executes solution code.
+
+Started by the judge (``python -m solforge.bench.runner --fd N --device D``) inside the
+sandbox (see ``sandbox.py``), one runner per candidate. It speaks only over the private
+channel; its stdout/stderr are captured for the error message and prove nothing.
+
+Operations (requests are dicts with ``op``; every reply has ``ok``):
+
+- ``load``: import the problem and the solution, build ``ModelNew`` for a workload's
+  params with the reference's weights (KernelBench conventions, ``inputs.py``).
+- ``build``: import the solution only, so ahead-of-time languages compile (no GPU).
+- ``run``: one forward on inputs the judge sent; reply with the outputs.
+- ``time``: the timing loop of ``timing.py`` on a pool of input sets the judge sent; the
+  outputs of some timed calls are kept for ``fetch``.
+- ``fetch``: send kept outputs back, by timed-call index.
+- ``batch``: ``calls`` back-to-back forwards on prepared fresh inputs, then a device-wide
+  synchronize and the last output, for the judge's own wall clock.
+- ``exit``.
+
+A failure replies ``{"ok": False, "status": ..., "message": ...}``; after a CUDA error that
+poisons the context (illegal address, ...) the reply says ``fatal`` and the judge replaces
+this process.
+
+Everything here can be rewritten by the candidate at run time: nothing this process
+reports is trusted by itself. The judge checks outputs it receives, inputs it owns, and
+its own clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+_SOLUTION_MODULE = "solforge_candidate"
+
+
+def classify(exc: BaseException, phase: str) -> tuple[str, bool]:
+    """Map an exception to (status, fatal)."""
+    name = type(exc).__name__
+    text = str(exc)
+    fatal = any(s in text for s in (
+        "illegal memory access", "illegal instruction", "misaligned address",
+        "unspecified launch failure", "device-side assert", "CUDA error: an illegal",
+        "uncorrectable ECC", "context is destroyed", "CUDA_ERROR_ILLEGAL_ADDRESS",
+        "CUDA_ERROR_LAUNCH_FAILED"))
+    if isinstance(exc, SyntaxError):
+        return "COMPILE_ERROR", False
+    compile_names = ("CompilationError", "CompileError", "NVRTCError", "BuildError",
+                     "DSLRuntimeError", "DSLAstPreprocessorError")
+    if name in compile_names or "Error building extension" in text \
+            or "nvrtc" in name.lower():
+        return "COMPILE_ERROR", False
+    if phase in ("import", "build") and isinstance(exc, (ImportError, AttributeError,
+                                                         NameError)):
+        return "COMPILE_ERROR", False
+    return "RUNTIME_ERROR", fatal
+
+
+class Runner:
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.problem_mod = None
+        self.solution_mod = None
+        self.model = None
+        self.kept: dict[int, Any] = {}
+        self.batch_inputs: list[list[Any]] = []
+
+    # -- helpers -----------------------------------------------------------------------
+    def _import(self, problem: str | None, solution: str) -> None:
+        from solforge.problems.loader import import_file
+
+        if problem and self.problem_mod is None:
+            self.problem_mod = import_file(problem, prefix="solforge_reference")
+        if self.solution_mod is None:
+            self.solution_mod = import_file(solution, prefix=_SOLUTION_MODULE)
+
+    def _forward(self, inputs: list[Any], seed: int) -> Any:
+        from solforge.bench.inputs import run_forward
+
+        return run_forward(self.model, inputs, seed)
+
+    def _plain(self, out: Any) -> tuple[list[Any], list[str]]:
+        """Outputs as a flat list, and the flags their types raise (lazy or fake tensors)."""
+        from solforge.bench.compare import as_list
+
+        flags = []
+        flat = as_list(out)
+        for o in flat:
+            if isinstance(o, self.torch.Tensor) and type(o) is not self.torch.Tensor:
+                flags.append("lazy_output")
+        return flat, flags
+
+    # -- operations ----------------------------------------------------------------------
+    def op_build(self, msg: dict) -> dict:
+        self._import(None, msg["solution"])
+        return {"ok": True}
+
+    def op_load(self, msg: dict) -> dict:
+        from solforge.bench import inputs as I
+
+        torch = self.torch
+        self._import(msg["problem"], msg["solution"])
+        new_cls = getattr(self.solution_mod, "ModelNew", None)
+        if new_cls is None:
+            return {"ok": False, "status": "COMPILE_ERROR",
+                    "message": "the solution defines no ModelNew (a class with the "
+                               "reference Model's constructor and forward signature)"}
+        args = I.init_args(self.problem_mod, msg["params"])
+        self.model = None
+        ref = I.build_model(self.problem_mod.Model, args, torch.device("cpu"), False)
+        state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+        del ref
+        self.model = I.build_model(new_cls, args, self.device, msg["eval_mode"], state)
+        I.synchronize(self.device)
+        return {"ok": True}
+
+    def op_run(self, msg: dict) -> dict:
+        before = threading.active_count()
+        out = self._forward(msg["inputs"], msg["seed"])
+        from solforge.bench.inputs import synchronize
+
+        synchronize(self.device)
+        flat, flags = self._plain(out)
+        after = threading.active_count()
+        return {"ok": True, "outputs": flat, "flags": flags, "threads": [before, after],
+                "structure": type(out).__name__,
+                "inputs_after": msg["inputs"] if self.device.type == "cpu" else None}
+
+    def op_time(self, msg: dict) -> dict:
+        from solforge.bench.timing import TimingConfig, measure
+
+        cfg = TimingConfig(**msg.get("config", {}))
+        torch = self.torch
+        torch.manual_seed(msg["seed"])
+        with torch.no_grad():
+            t = measure(self.model, msg["pool"], self.device, cfg, seeds=msg.get("seeds"),
+                        retain=msg.get("retain", 0))
+        self.kept = {}
+        flags: list[str] = []
+        for i, out in t.outputs.items():
+            flat, f = self._plain(out)
+            self.kept[i] = flat
+            flags += f
+        return {"ok": True, "kernel_ms": t.kernel_ms, "latency_ms": t.latency_ms,
+                "kernels": t.kernels, "kernel_sets_differ": t.kernel_sets_differ,
+                "unassigned_kernels": t.unassigned_kernels, "seeds": t.perturb_seeds,
+                "pool_indices": t.pool_indices, "kept": sorted(self.kept),
+                "flags": sorted(set(flags)), "warmup_calls": t.warmup_calls}
+
+    def op_fetch(self, msg: dict) -> dict:
+        return {"ok": True, "outputs": {i: self.kept[i] for i in msg["indices"]
+                                        if i in self.kept}}
+
+    def op_batch_prepare(self, msg: dict) -> dict:
+        from solforge.bench.timing import fresh_inputs
+
+        pool = msg["pool"]
+        self.batch_inputs = [fresh_inputs(pool[i % len(pool)], s)
+                             for i, s in enumerate(msg["seeds"])]
+        from solforge.bench.inputs import synchronize
+
+        synchronize(self.device)
+        return {"ok": True}
+
+    def op_batch_go(self, msg: dict) -> dict:
+        torch = self.torch
+        out = None
+        with torch.no_grad():
+            for args in self.batch_inputs:
+                out = self.model(*args)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.batch_inputs = []
+        flat, flags = self._plain(out)
+        return {"ok": True, "outputs": flat, "flags": flags}
+
+
+def serve(channel: Any, device: str) -> None:
+    runner = Runner(device)
+    channel.send({"op": "ready", "pid": os.getpid()})
+    phase = "import"
+    while True:
+        msg = channel.recv()
+        op = msg.get("op")
+        if op == "exit":
+            channel.send({"ok": True})
+            return
+        handler = getattr(runner, f"op_{op}", None)
+        if handler is None:
+            channel.send({"ok": False, "status": "RUNTIME_ERROR", "message": f"unknown op {op}"})
+            continue
+        phase = {"load": "import", "build": "build"}.get(op, op)
+        t0 = time.perf_counter()
+        try:
+            reply = handler(msg)
+        except BaseException as e:  # noqa: BLE001 - everything a candidate raises is data
+            if isinstance(e, (KeyboardInterrupt,)):
+                raise
+            status, fatal = classify(e, phase)
+            tb = traceback.format_exc(limit=8)
+            reply = {"ok": False, "status": status, "fatal": fatal,
+                     "message": f"{type(e).__name__}: {e}"[:4000], "traceback": tb[-6000:]}
+        reply["elapsed_s"] = time.perf_counter() - t0
+        try:
+            channel.send(reply)
+        except Exception as e:  # an unpicklable output, typically
+            channel.send({"ok": False, "status": "RUNTIME_ERROR",
+                          "message": f"the result could not be sent back: {e}"[:2000]})
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="solforge candidate runner (internal)")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args(argv)
+    from solforge.bench.channel import Channel
+    from solforge.bench.sandbox import enter_sandbox
+
+    enter_sandbox()
+    channel = Channel.from_fd(a.fd)
+    import torch
+
+    if a.device.startswith("cuda"):
+        torch.cuda.init()
+        torch.cuda.set_device(torch.device(a.device))
+    serve(channel, a.device)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

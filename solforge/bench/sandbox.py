@@ -1,0 +1,382 @@
+"""Containment for candidate code: how a runner process is started, limited and killed.
+
+What a runner gets (each applied where the OS allows it; :func:`capabilities` reports
+what actually holds on this machine, and evaluation records carry it):
+
+- a new session and process group, a private working directory as cwd, HOME and TMPDIR;
+- an environment rebuilt from an allowlist: API keys, tokens, cloud credentials and every
+  variable not needed to run Python, CUDA and Triton are gone;
+- resource limits: CPU seconds, file size, open files, core dumps off; address space on a
+  CPU-only run (CUDA reserves huge virtual ranges, so on a GPU the judge watches resident
+  memory instead and kills the runner over its limit);
+- no network: a fresh network namespace with only a down loopback, when the process may
+  create one (root, or unprivileged user namespaces);
+- started as root: privileges dropped to ``nobody`` (on CPU runs by default; GPU runs keep
+  the uid because CUDA IPC with the judge needs it), so the installed evaluator and the
+  run's records are not writable; as an ordinary user they are writable by the same uid,
+  which is why the judge also hashes its own files and flags any change;
+- killing: the whole process group, then every descendant found in /proc (the judge is a
+  child subreaper, so even double-forked orphans of the runner come back to it).
+
+Not covered (documented threat model, see docs/THREAT_MODEL.md): kernel exploits;
+GPU-level isolation between processes (MPS/MIG are not used); side channels; a machine
+where none of the facilities above exist still gets the process boundary, the private
+channel, the timeout and the kill.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solforge.bench.channel import Channel, socket_pair
+
+# Variables a runner may inherit; everything else (keys, tokens, credentials) is dropped.
+_ENV_ALLOW = (
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_MODULE_LOADING",
+    "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV",
+    "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
+    "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "SOLFORGE_CACHE", "SOLFORGE_CUDA_ARCH",
+    "CUTE_DSL_ARCH", "CUTE_DSL_CACHE_DIR",
+)
+_CLONE_NEWNET = 0x40000000
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class SandboxConfig:
+    """Limits for one runner process."""
+
+    memory_mb: int = 16384          # resident memory (host); None-like 0 = unlimited
+    cpu_seconds: int = 3600         # CPU time of the runner (its threads summed)
+    file_mb: int = 2048             # largest file it may write (compile caches included)
+    open_files: int = 4096
+    isolate_network: bool = True
+    drop_privileges: bool | None = None   # None: when root and the device is the CPU
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("SOLFORGE_CACHE") or Path.home() / ".cache" / "solforge")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its orphaned descendants (Linux), so it can kill them all."""
+    libc = _libc()
+    if libc is None or not sys.platform.startswith("linux"):
+        return False
+    return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def _unshare_network() -> bool:
+    libc = _libc()
+    if libc is None:
+        return False
+    return libc.unshare(_CLONE_NEWNET) == 0
+
+
+def capabilities() -> dict[str, bool]:
+    """What containment this machine can give (probed in a throwaway child)."""
+    probe = (
+        "import ctypes,os;l=ctypes.CDLL(None,use_errno=True);"
+        f"print(int(l.unshare({_CLONE_NEWNET})==0))"
+    )
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             timeout=20).stdout.strip()
+        netns = out == "1"
+    except Exception:
+        netns = False
+    return {"process_group": True, "network_namespace": netns, "root": os.geteuid() == 0,
+            "drop_privileges": can_drop_privileges(),
+            "subreaper": sys.platform.startswith("linux")}
+
+
+_DROP_OK: bool | None = None
+
+
+def _drop_to_nobody() -> None:
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def can_drop_privileges() -> bool:
+    """Whether a process running as ``nobody`` can still run Python, torch and solforge
+    here (not when Python lives under root's private home, for example). Probed once."""
+    global _DROP_OK
+    if _DROP_OK is None:
+        _DROP_OK = False
+        if os.geteuid() == 0:
+            env = runner_env("cpu", Path(tempfile.gettempdir()), {})
+            try:
+                r = subprocess.run([sys.executable, "-c", "import torch, solforge.bench.runner"],
+                                   env=env, cwd="/", preexec_fn=_drop_to_nobody,
+                                   capture_output=True, timeout=120)
+                _DROP_OK = r.returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                _DROP_OK = False
+    return _DROP_OK
+
+
+def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _ENV_ALLOW}
+    env.update({
+        "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"), "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+        # compile caches are shared between candidates (reuse); see the threat model
+        "TRITON_CACHE_DIR": str(cache_dir() / "triton"),
+        "TORCH_EXTENSIONS_DIR": str(cache_dir() / "torch_extensions"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir() / "inductor"),
+        "SOLFORGE_CACHE": str(cache_dir()),
+    })
+    # the package must stay importable from the private working directory
+    src_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH", "")) if p)
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["TRITON_INTERPRET"] = "1"
+    env.update(extra)
+    return env
+
+
+class OutputTail:
+    """Keeps the first and last bytes a process writes; a flood costs only CPU."""
+
+    def __init__(self, stream, head: int = 8192, tail: int = 32768) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self._limits = (head, tail)
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream) -> None:
+        head, tail = self._limits
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                break
+            self.total += len(chunk)
+            if len(self.head) < head:
+                self.head += chunk[: head - len(self.head)]
+            self.tail += chunk
+            if len(self.tail) > tail:
+                del self.tail[: len(self.tail) - tail]
+
+    def text(self) -> str:
+        self._thread.join(timeout=0.5)
+        if self.total <= len(self.head) + 1:
+            return self.head.decode(errors="replace")
+        return (self.head.decode(errors="replace") + f"\n... [{self.total} bytes of output]"
+                " ...\n" + self.tail.decode(errors="replace"))
+
+
+class RunnerProcess:
+    """A started runner: its process, its channel, its captured output."""
+
+    def __init__(self, device: str, config: SandboxConfig | None = None) -> None:
+        self.device = device
+        self.config = cfg = config or SandboxConfig()
+        self.workdir = Path(tempfile.mkdtemp(prefix="solforge-runner-"))
+        (self.workdir / "tmp").mkdir()
+        drop = cfg.drop_privileges
+        if drop is None:
+            drop = device == "cpu" and can_drop_privileges()
+        self.dropped = bool(drop and os.geteuid() == 0)
+        if self.dropped:
+            os.chown(self.workdir, 65534, 65534)
+            os.chown(self.workdir / "tmp", 65534, 65534)
+        self.channel, child_sock = socket_pair()
+        fd = child_sock.fileno()
+        env = runner_env(device, self.workdir, cfg.extra_env)
+        self.network_isolated = False
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "solforge.bench.runner", "--fd", str(fd),
+             "--device", device],
+            cwd=self.workdir, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=self._preexec,
+        )
+        child_sock.close()
+        _MANAGED.add(self.proc.pid)
+        self.output = OutputTail(self.proc.stdout)
+        self.started = time.monotonic()
+
+    def _preexec(self) -> None:  # runs in the child between fork and exec
+        cfg = self.config
+        libc = _libc()
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if cfg.cpu_seconds:
+            resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
+        if cfg.file_mb:
+            lim = cfg.file_mb << 20
+            resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
+        if self.device == "cpu" and cfg.memory_mb:
+            # virtual memory is a fair proxy for host memory without CUDA's reservations
+            lim = (cfg.memory_mb + 4096) << 20
+            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        if cfg.isolate_network and _unshare_network():
+            os.environ["SOLFORGE_NETNS"] = "1"
+        if self.dropped:
+            _drop_to_nobody()
+            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+        if libc is not None:
+            libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def rss_mb(self) -> float:
+        """Resident memory of the runner and its descendants, in MiB."""
+        total = 0
+        for pid in [self.pid, *descendants(self.pid)]:
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            except (OSError, ValueError):
+                pass
+        return total / 1024
+
+    def kill(self) -> None:
+        """Kill the runner, its process group and every descendant; reap them."""
+        kill_tree(self.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        _MANAGED.discard(self.proc.pid)
+        self.channel.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def describe_exit(self) -> str:
+        rc = self.proc.poll()
+        if rc is None:
+            return "still running"
+        if rc < 0:
+            try:
+                return f"killed by signal {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exited with code {rc}"
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (by the parent links in /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                members.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
+
+
+def kill_tree(pid: int, rounds: int = 20) -> None:
+    """SIGKILL ``pid``'s group, session and descendants until none is left (fork bombs)."""
+    for _ in range(rounds):
+        victims = set(descendants(pid)) | set(_session_members(pid))
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for v in victims:
+            try:
+                os.kill(v, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        reap_orphans()
+        if not victims:
+            break
+        time.sleep(0.02)
+
+
+_MANAGED: set[int] = set()
+
+
+def reap_orphans() -> None:
+    """Collect exited orphans re-parented to this (subreaper) process.
+
+    Only zombies we did not start ourselves are reaped: ``subprocess`` must still see the
+    real exit status of the runners it manages (a segfault must read as SIGSEGV).
+    """
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in _MANAGED:
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                os.waitpid(int(d.name), os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def enter_sandbox() -> None:
+    """Runner-side steps after exec: nothing the parent could not do, kept for clarity."""
+    os.umask(0o077)
+
+
+__all__ = ["SandboxConfig", "RunnerProcess", "Channel", "capabilities", "become_subreaper",
+           "kill_tree", "descendants", "cache_dir"]

@@ -1,0 +1,173 @@
+"""One evaluation, start to finish, on the trusted side: the order in which a verdict forms.
+
+For each selected workload: build the reference; have the runner build ``ModelNew``;
+correctness trials (fresh seeded inputs per trial, cycling the problem's input
+distributions, inputs cloned per model, the reference first, a determinism check and a
+float64 golden on the first trial); then timing in the runner on a pool of fresh inputs,
+the check of timed outputs the judge recomputes itself, the baselines (eager and
+``torch.compile`` of the reference, cached), the judge's own wall clock over a batch, and
+the speed-of-light annotation. The first failing workload decides the status.
+
+Workload selection: on a CPU, the problem's ``cpu`` workloads (all workloads if it marks
+none, as a plain KernelBench file does); on a GPU, every workload, with the small ``cpu``
+ones checked for correctness but not timed. ``workloads='visible'`` keeps held-out ones
+out (what agents see).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import torch
+
+from solforge.bench import inputs as I
+from solforge.bench.baselines import library_versions
+from solforge.bench.checks import correctness_trials, timing_checks
+from solforge.bench.judge import Judge, RunnerFailure, RunnerHandle
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import EvaluationRecord, Status, WorkloadResult
+from solforge.bench.solution import SolutionError, get_language, load_solution
+from solforge.problems.loader import import_file, load_problem
+from solforge.problems.spec import Problem, ProblemError, Workload
+
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    import platform
+
+    return f"cpu ({platform.processor() or platform.machine()})"
+
+
+def select_workloads(problem: Problem, opts: EvalOptions) -> list[tuple[Workload, bool]]:
+    """(workload, timed) pairs for this device and visibility."""
+    ws = problem.workloads
+    if opts.workloads == "visible":
+        ws = [w for w in ws if w.visible]
+    elif isinstance(opts.workloads, list):
+        names = set(opts.workloads)
+        ws = [w for w in ws if w.name in names]
+    if opts.device == "cpu":
+        cpu = [w for w in ws if w.cpu]
+        if any(w.cpu for w in problem.workloads):
+            return [(w, True) for w in cpu]
+        return [(w, True) for w in ws]
+    return [(w, not w.cpu) for w in ws]
+
+
+def evaluate(judge: Judge, problem_path: str, solution_path: str, language: str | None,
+             options: dict[str, Any]) -> dict[str, Any]:
+    opts = EvalOptions(**options)
+    t0 = time.monotonic()
+    rec = EvaluationRecord(problem=str(problem_path), solution=str(solution_path),
+                           device=device_name(opts.device), status=Status.PASSED,
+                           policy=opts.policy, versions=library_versions())
+    try:
+        _evaluate(judge, rec, problem_path, solution_path, language, opts)
+    finally:
+        rec.duration_s = round(time.monotonic() - t0, 3)
+    return rec.finalize().to_json()
+
+
+def _fail(rec: EvaluationRecord, status: Status | str, message: str) -> None:
+    rec.status = Status(status)
+    rec.message = message.strip()[:8000]
+
+
+def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_path: str,
+              language: str | None, opts: EvalOptions) -> None:
+    judge.phase("reference")
+    try:
+        problem = load_problem(problem_path)
+        module = import_file(problem.path, prefix="solforge_reference")
+    except ProblemError as e:
+        return _fail(rec, Status.INVALID_REFERENCE, str(e))
+    except BaseException as e:
+        return _fail(rec, Status.INVALID_REFERENCE, f"{type(e).__name__}: {e}")
+    rec.problem = problem.name
+    try:
+        sol = load_solution(solution_path, language)
+    except (SolutionError, ValueError) as e:
+        return _fail(rec, Status.COMPILE_ERROR, str(e))
+    rec.language = sol.language
+    if opts.languages and sol.language not in opts.languages:
+        return _fail(rec, Status.COMPILE_ERROR,
+                     f"the solution is written in {sol.language}; this evaluation accepts "
+                     f"only {', '.join(opts.languages)} (--language)")
+    lang = get_language(sol.language)
+    if opts.device == "cpu" and not lang.runs_on_cpu:
+        return _fail(rec, Status.RUNTIME_ERROR,
+                     f"{sol.language} solutions need a CUDA GPU; this evaluation runs on the "
+                     "CPU (their build step still runs: see `solforge build`)")
+    selected = select_workloads(problem, opts)
+    if not selected:
+        return _fail(rec, Status.INVALID_REFERENCE,
+                     f"no workload of {problem.name} matches {opts.workloads!r} on "
+                     f"{opts.device}")
+    rec.held_out_included = any(not w.visible for w, _ in selected)
+    deadline = time.monotonic() + opts.timeout_s
+    if lang.builds_ahead:
+        judge.phase("build")
+        builder = judge.runner(opts.memory_mb, device="cpu")
+        try:
+            builder.ask({"op": "build", "solution": str(sol.path)}, deadline)
+        except RunnerFailure as e:
+            if e.status in ("COMPILE_ERROR", "TIMEOUT"):
+                builder.close()
+                return _fail(rec, e.status, e.message)
+            # anything else (the import needs the GPU, say) is retried in the runner
+        finally:
+            builder.close()
+    runner = judge.runner(opts.memory_mb)
+    seed = opts.seed if opts.seed is not None else random.randrange(1, 2**31)
+    try:
+        for w, timed in selected:
+            res = _workload(judge, problem, module, sol.path, w, timed, runner, opts,
+                            deadline, seed)
+            rec.workloads.append(res)
+            for f in res.flags:
+                if f not in rec.flags:
+                    rec.flags.append(f)
+            if res.status is not Status.PASSED:
+                _fail(rec, res.status, f"workload {w.name}: {res.message}")
+                break
+    finally:
+        runner.close()
+
+
+def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w: Workload,
+              timed: bool, runner: RunnerHandle, opts: EvalOptions, deadline: float,
+              seed: int) -> WorkloadResult:
+    device = torch.device(opts.device)
+    res = WorkloadResult(name=w.name, visible=w.visible, params=w.params_json())
+    eval_mode = not problem.train_mode and not problem.kernelbench_plain
+    judge.phase("reference", workload=w.name)
+    try:
+        ref = I.build_model(module.Model, I.init_args(module, w.params), device, eval_mode)
+    except Exception as e:
+        return _set(res, Status.INVALID_REFERENCE, f"building the reference failed: "
+                    f"{type(e).__name__}: {e}")
+    judge.phase("candidate", workload=w.name)
+    try:
+        runner.ask({"op": "load", "problem": str(problem.path), "solution": str(solution_path),
+                    "params": dict(w.params), "eval_mode": eval_mode}, deadline)
+    except RunnerFailure as e:
+        return _set(res, e.status, e.message)
+    status = correctness_trials(judge, problem, module, ref, w, runner, opts, deadline, seed,
+                                res)
+    if status is not None or not timed or not opts.timing:
+        return res
+    timing_checks(judge, problem, module, ref, w, runner, opts, deadline, seed, res)
+    return res
+
+
+def _set(res: WorkloadResult, status: Status | str, message: str) -> WorkloadResult:
+    res.status = Status(status)
+    res.message = message.strip()[:6000]
+    res.correct = False
+    return res
+
+
