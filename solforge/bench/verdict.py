@@ -98,10 +98,6 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
                      f"the solution is written in {sol.language}; this evaluation accepts "
                      f"only {', '.join(opts.languages)} (--language)")
     lang = get_language(sol.language)
-    if opts.device == "cpu" and not lang.runs_on_cpu:
-        return _fail(rec, Status.RUNTIME_ERROR,
-                     f"{sol.language} solutions need a CUDA GPU; this evaluation runs on the "
-                     "CPU (their build step still runs: see `solforge build`)")
     selected = select_workloads(problem, opts)
     if not selected:
         return _fail(rec, Status.INVALID_REFERENCE,
@@ -111,7 +107,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     deadline = time.monotonic() + opts.timeout_s
     if lang.builds_ahead:
         judge.phase("build")
-        builder = judge.runner(opts.memory_mb, device="cpu")
+        builder = judge.builder(opts.memory_mb)
         try:
             builder.ask({"op": "build", "solution": str(sol.path)}, deadline)
         except RunnerFailure as e:
@@ -121,6 +117,11 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
             # anything else (the import needs the GPU, say) is retried in the runner
         finally:
             builder.close()
+    if opts.device == "cpu" and not lang.runs_on_cpu:
+        built = " It compiled; r" if lang.builds_ahead else " R"
+        return _fail(rec, Status.RUNTIME_ERROR,
+                     f"{sol.language} solutions need a CUDA GPU and this evaluation runs on "
+                     f"the CPU.{built}un it with --device cuda.")
     runner = judge.runner(opts.memory_mb)
     seed = opts.seed if opts.seed is not None else random.randrange(1, 2**31)
     try:

@@ -1,0 +1,1 @@
+"""Kernel helpers for solutions: the NVRTC fast path for CUDA C++ (``cuda``)."""

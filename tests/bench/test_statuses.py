@@ -1,0 +1,147 @@
+"""Each evaluation status, produced by a real candidate in a real sandboxed runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import Status
+from tests.conftest import PROBLEMS, SOLUTIONS
+
+TINY = PROBLEMS / "tiny_linear.py"
+
+
+@pytest.fixture(scope="module")
+def ev():
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, timeout_s=60,
+                               seed=1)) as e:
+        yield e
+
+
+def run(ev, solution, problem=TINY, **kw):
+    return ev.evaluate(problem, SOLUTIONS / solution, **kw)
+
+
+def test_passed_pytorch(ev):
+    r = run(ev, "tiny_good_pytorch.py")
+    assert r.status is Status.PASSED, r.message
+    assert r.language == "pytorch"
+    assert [w.name for w in r.workloads] == ["small", "held"]
+    for w in r.workloads:
+        assert w.correct and w.trials == 5
+        assert w.time_ms > 0 and w.eager_ms > 0 and w.speedup_vs_eager > 0
+        assert w.max_abs_error < 1e-4
+        assert w.latency_ms is not None and w.host_ms is not None
+    assert r.speedup_vs_eager is not None
+    assert r.to_json()["schema"] == "solforge.evaluation/1"
+
+
+def test_passed_triton_under_interpreter(ev):
+    r = run(ev, "tiny_good_triton.py")
+    assert r.status is Status.PASSED, r.message
+    assert r.language == "triton"
+
+
+@pytest.mark.parametrize("solution, needle", [
+    ("tiny_syntax_error.py", "SyntaxError"),
+    ("tiny_import_error.py", "solforge_module_that_does_not_exist"),
+    ("tiny_no_modelnew.py", "no ModelNew"),
+])
+def test_compile_errors(ev, solution, needle):
+    r = run(ev, solution)
+    assert r.status is Status.COMPILE_ERROR
+    assert needle in r.message
+
+
+def test_runtime_error_exception(ev):
+    r = run(ev, "tiny_raises.py")
+    assert r.status is Status.RUNTIME_ERROR
+    assert "kernel launch configuration is wrong" in r.message
+
+
+def test_segfault_is_recorded_and_next_evaluation_runs(ev):
+    r = run(ev, "tiny_segfault.py")
+    assert r.status is Status.RUNTIME_ERROR
+    assert "SIGSEGV" in r.message
+    assert run(ev, "tiny_good_pytorch.py").status is Status.PASSED
+
+
+def test_exit_early_with_fake_pass_line(ev):
+    r = run(ev, "tiny_exit_early.py")
+    assert r.status is Status.RUNTIME_ERROR
+    assert "exited with code 0" in r.message
+
+
+def test_timeout(ev):
+    r = run(ev, "tiny_infinite_loop.py", timeout_s=4)
+    assert r.status is Status.TIMEOUT
+    assert run(ev, "tiny_good_pytorch.py").status is Status.PASSED
+
+
+@pytest.mark.parametrize("solution, status", [
+    ("tiny_wrong_shape.py", Status.INCORRECT_SHAPE),
+    ("tiny_wrong_dtype.py", Status.INCORRECT_DTYPE),
+    ("tiny_wrong_values.py", Status.INCORRECT_NUMERICAL),
+])
+def test_incorrect(ev, solution, status):
+    r = run(ev, solution)
+    assert r.status is status, r.message
+    assert not r.workloads[0].correct
+
+
+def test_numerical_error_statistics_recorded(ev):
+    r = run(ev, "tiny_wrong_values.py")
+    w = r.workloads[0]
+    assert w.max_abs_error is not None and w.max_abs_error > 1e-4
+    assert w.mismatch_ratio > 0
+
+
+@pytest.mark.parametrize("solution, flag", [
+    ("tiny_lazy_output.py", "lazy_output"),
+    ("tiny_mutates_input.py", "input_mutation"),
+    ("tiny_stale_after_trials.py", "timed_output_mismatch"),
+])
+def test_reward_hacks(ev, solution, flag):
+    r = run(ev, solution)
+    assert r.status is Status.REWARD_HACK, r.message
+    assert flag in r.flags
+
+
+def test_invalid_reference_random_forward(ev):
+    r = run(ev, "tiny_good_pytorch.py", problem=PROBLEMS / "random_forward.py")
+    assert r.status is Status.INVALID_REFERENCE
+    assert "two different answers" in r.message
+
+
+def test_invalid_reference_broken_problem_file(ev):
+    r = run(ev, "tiny_good_pytorch.py", problem=PROBLEMS / "broken_syntax.py")
+    assert r.status is Status.INVALID_REFERENCE
+    assert "SyntaxError" in r.message
+
+
+def test_held_out_workloads_only_in_full_verdict(ev):
+    r = run(ev, "tiny_good_pytorch.py", workloads="visible")
+    assert [w.name for w in r.workloads] == ["small"]
+    assert not r.held_out_included
+    r = run(ev, "tiny_good_pytorch.py")
+    assert "held" in [w.name for w in r.workloads] and r.held_out_included
+
+
+def test_plain_kernelbench_file(ev):
+    from solforge.bench.reference_solution import reference_solution
+    from solforge.problems import load_problem
+
+    p = load_problem(PROBLEMS / "kb_relu.py")
+    assert p.source == "kernelbench" and p.kernelbench_plain
+    assert [w.name for w in p.workloads] == ["default"]
+    r = ev.evaluate(p, reference_solution(p))
+    assert r.status is Status.PASSED, r.message
+    assert r.workloads[0].params == {}
+
+
+def test_cuda_cpp_compile_error_found_without_gpu(ev):
+    r = run(ev, "tiny_nvrtc_bad.py")
+    assert r.language == "cuda_cpp"
+    assert r.status is Status.COMPILE_ERROR
+    assert "NVRTC" in r.message and "expected" in r.message

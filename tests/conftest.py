@@ -1,0 +1,32 @@
+"""Shared fixtures: paths, a CPU evaluator per test module, an isolated solforge cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROBLEMS = FIXTURES / "problems"
+SOLUTIONS = FIXTURES / "solutions"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    # tests never read or write the user's real cache (baselines, compiled kernels)
+    if "SOLFORGE_TEST_KEEP_CACHE" not in os.environ:
+        os.environ["SOLFORGE_CACHE"] = str(tmp_path_factory.mktemp("solforge-cache"))
+    yield
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
