@@ -8,7 +8,8 @@ precision class's allowance, and no element is worse than ``worst_error_factor``
 its tolerance.
 
 Integer and boolean outputs (indices, masks, counts) must match exactly, except int8/uint8
-outputs under a precision class with ``atol >= 1`` (quantized values, off by one at ties).
+outputs of an int8-class problem (quantized codes, one step off at ties); fp8-typed
+outputs get one fp8 rounding step (``precision.output_tolerance``).
 
 Reported statistics: max absolute error; max relative error, defined per element as
 ``|out - ref| / max(|ref|, atol)`` so that elements near zero do not dominate; the
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from solforge.bench.records import Status
-from solforge.problems.precision import PrecisionClass
+from solforge.problems.precision import INT_CODE_STEPS, PrecisionClass, output_tolerance
 
 _CHUNK = 1 << 24
 
@@ -59,6 +60,7 @@ def as_list(out: Any) -> list[Any]:
 def _close(a: torch.Tensor, b: torch.Tensor, pc: PrecisionClass) -> tuple[int, int, float,
                                                                              float, float, str]:
     """(elements, mismatches, max_abs, max_rel, worst_factor, nonfinite_problem)."""
+    atol, rtol = output_tolerance(pc, b.dtype)
     a = a.reshape(-1)
     b = b.reshape(-1)
     n = a.numel()
@@ -81,12 +83,12 @@ def _close(a: torch.Tensor, b: torch.Tensor, pc: PrecisionClass) -> tuple[int, i
                 problem = problem or "infinities differ from the reference's"
         both = fin_r & fin_x
         diff = torch.where(both, (x - r).abs(), 0.0)
-        tol = pc.atol + pc.rtol * r.abs()
+        tol = atol + rtol * r.abs()
         bad = both & (diff > tol)
         mism += int(bad.sum())
         if diff.numel():
             max_abs = max(max_abs, float(diff.max()))
-            rel = diff / torch.clamp(r.abs(), min=max(pc.atol, 1e-30))
+            rel = diff / torch.clamp(r.abs(), min=max(atol, 1e-30))
             max_rel = max(max_rel, float(torch.where(both, rel, 0.0).max()))
             worst = max(worst, float((diff / tol).max()))
     return n, mism, max_abs, max_rel, worst, problem
@@ -127,15 +129,15 @@ def compare(out: Any, ref: Any, pc: PrecisionClass) -> Comparison:
         if o.device != r.device:
             o = o.to(r.device)
         if not (r.is_floating_point() or r.is_complex()):
-            loose = r.dtype in (torch.int8, torch.uint8) and pc.atol >= 1
+            loose = r.dtype in (torch.int8, torch.uint8) and pc.unit == "int8"
             if loose:
                 d = (o.to(torch.int64) - r.to(torch.int64)).abs()
-                bad = int((d > pc.atol).sum())
+                bad = int((d > INT_CODE_STEPS).sum())
                 total += r.numel()
                 mism += bad
                 m = float(d.max()) if d.numel() else 0.0
                 max_abs = max(max_abs, m)
-                worst = max(worst, m / max(pc.atol, 1e-30))
+                worst = max(worst, m / INT_CODE_STEPS)
             else:
                 bad = int((o != r).sum())
                 if bad:

@@ -106,6 +106,31 @@ class Evaluator:
         self.close()
 
     # -- evaluation ----------------------------------------------------------------------
+    def profile(self, problem: Problem | str | Path, solution: str | Path,
+                language: str | None = None, **overrides: Any) -> dict[str, Any]:
+        """Per-kernel (GPU) or per-operator (CPU) time of the candidate on its first timed
+        workload; ``{"ok": False, "message": ...}`` when it cannot run."""
+        opts = self.options.model_copy(update=overrides) if overrides else self.options
+        problem_path = str(problem.path if isinstance(problem, Problem) else problem)
+        if self.proc is None or self.proc.poll() is not None:
+            try:
+                self._start()
+            except RuntimeError as e:
+                return {"ok": False, "message": str(e)}
+        assert self.conn is not None
+        self.conn.send({"op": "profile", "problem": problem_path, "solution": str(solution),
+                        "language": language, "options": opts.model_dump()})
+        deadline = time.monotonic() + opts.timeout_s * 2 + 300
+        while True:
+            msg = self._recv(deadline)
+            if msg is None:
+                self.close()
+                return {"ok": False, "message": "the evaluator process died while profiling"}
+            if msg.get("event") == "result":
+                return msg["profile"]
+            if msg.get("event") == "error":
+                return {"ok": False, "message": msg.get("message", "")}
+
     def evaluate(self, problem: Problem | str | Path, solution: str | Path,
                  language: str | None = None, **overrides: Any) -> EvaluationRecord:
         """Evaluate ``solution`` on ``problem``; always returns a record, never raises for

@@ -1,7 +1,8 @@
 """Building models and inputs the way KernelBench does, so its files and ours agree.
 
 - Models: the RNG is seeded (42) right before ``Model(*init)`` and again right before
-  ``ModelNew(*init)``, so a solution that creates the same parameters in the same order
+  ``ModelNew(*init)`` (both built under the evaluation device as default device, so their
+  random weights come from that device's generator), so a solution that creates the same parameters in the same order
   gets the same weights under any names; then the reference's state dict is copied into
   the solution where keys and shapes match. Models go to eval mode unless the problem says
   otherwise (plain KernelBench files keep KernelBench's behaviour: no ``.eval()``).
@@ -38,7 +39,9 @@ def build_model(cls: type, args: list[Any], device: torch.device, eval_mode: boo
                 state_dict: dict[str, torch.Tensor] | None = None) -> nn.Module:
     """Seed, construct, copy matching weights, move to ``device``."""
     torch.manual_seed(MODEL_SEED)
-    model = cls(*args)
+    # built directly on the device: a 128k-vocab table takes ~15 s to fill on a CPU
+    with torch.device(device):
+        model = cls(*args)
     if state_dict is not None and isinstance(model, nn.Module):
         own = model.state_dict()
         matching = {k: v for k, v in state_dict.items()

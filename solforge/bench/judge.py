@@ -158,7 +158,7 @@ class Judge:
 
 
 def serve(conn: Connection, device: str) -> None:
-    from solforge.bench.verdict import evaluate
+    from solforge.bench.verdict import evaluate, profile
 
     become_subreaper()
     judge = Judge(device, conn)
@@ -173,6 +173,11 @@ def serve(conn: Connection, device: str) -> None:
                 conn.send({"event": "bye"})
                 return
             try:
+                if req.get("op") == "profile":
+                    conn.send({"event": "result", "profile": profile(
+                        judge, req["problem"], req["solution"], req.get("language"),
+                        req["options"])})
+                    continue
                 record = evaluate(judge, req["problem"], req["solution"], req.get("language"),
                                   req["options"])
                 conn.send({"event": "result", "record": record})

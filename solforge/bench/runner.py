@@ -115,7 +115,7 @@ class Runner:
                                "reference Model's constructor and forward signature)"}
         args = I.init_args(self.problem_mod, msg["params"])
         self.model = None
-        ref = I.build_model(self.problem_mod.Model, args, torch.device("cpu"), False)
+        ref = I.build_model(self.problem_mod.Model, args, self.device, False)
         state = {k: v.detach().clone() for k, v in ref.state_dict().items()}
         del ref
         self.model = I.build_model(new_cls, args, self.device, msg["eval_mode"], state)
@@ -154,6 +154,41 @@ class Runner:
                 "unassigned_kernels": t.unassigned_kernels, "seeds": t.perturb_seeds,
                 "pool_indices": t.pool_indices, "kept": sorted(self.kept),
                 "flags": sorted(set(flags)), "warmup_calls": t.warmup_calls}
+
+    def op_profile(self, msg: dict) -> dict:
+        """Per-kernel (GPU) or per-operator (CPU) time of a few calls, from torch.profiler."""
+        from torch.profiler import ProfilerActivity, profile
+
+        from solforge.bench.inputs import synchronize
+
+        torch = self.torch
+        inputs = msg["inputs"]
+        calls = int(msg.get("calls", 5))
+        with torch.no_grad():
+            for _ in range(2):
+                self.model(*inputs)
+            synchronize(self.device)
+            acts = [ProfilerActivity.CPU]
+            if self.device.type == "cuda":
+                acts.append(ProfilerActivity.CUDA)
+            with profile(activities=acts) as prof:
+                for _ in range(calls):
+                    self.model(*inputs)
+                synchronize(self.device)
+        rows = []
+        for e in prof.key_averages():
+            dev_us = getattr(e, "device_time_total", None)
+            if dev_us is None:
+                dev_us = getattr(e, "cuda_time_total", 0)
+            total = dev_us if self.device.type == "cuda" else e.self_cpu_time_total
+            if total <= 0:
+                continue
+            rows.append({"name": e.key, "calls": e.count // max(calls, 1),
+                         "ms_per_call": total / 1e3 / calls,
+                         "cpu_ms_per_call": e.cpu_time_total / 1e3 / calls})
+        rows.sort(key=lambda r: -r["ms_per_call"])
+        # on a GPU only device-side kernels have device time; on a CPU keep leaf operators
+        return {"ok": True, "rows": rows[:40], "calls": calls}
 
     def op_fetch(self, msg: dict) -> dict:
         return {"ok": True, "outputs": {i: self.kept[i] for i in msg["indices"]

@@ -172,3 +172,34 @@ def _set(res: WorkloadResult, status: Status | str, message: str) -> WorkloadRes
     return res
 
 
+
+
+def profile(judge: Judge, problem_path: str, solution_path: str, language: str | None,
+            options: dict[str, Any]) -> dict[str, Any]:
+    """Where a candidate's time goes, on the first selected workload (PyTorch profiler)."""
+    opts = EvalOptions(**options)
+    try:
+        problem = load_problem(problem_path)
+        module = import_file(problem.path, prefix="solforge_reference")
+        sol = load_solution(solution_path, language)
+    except (ProblemError, SolutionError, ValueError) as e:
+        return {"ok": False, "message": str(e)}
+    selected = select_workloads(problem, opts)
+    timed = [w for w, t in selected if t] or [w for w, _ in selected]
+    if not timed:
+        return {"ok": False, "message": "no workload to profile on this device"}
+    w = timed[0]
+    deadline = time.monotonic() + opts.timeout_s
+    runner = judge.runner(opts.memory_mb)
+    eval_mode = not problem.train_mode and not problem.kernelbench_plain
+    try:
+        runner.ask({"op": "load", "problem": str(problem.path), "solution": str(sol.path),
+                    "params": dict(w.params), "eval_mode": eval_mode}, deadline)
+        x = I.make_inputs(module, w.params, 1234, "normal", torch.device(opts.device))
+        reply = runner.ask({"op": "profile", "inputs": x, "calls": 5}, deadline)
+    except RunnerFailure as e:
+        return {"ok": False, "status": e.status, "message": e.message}
+    finally:
+        runner.close()
+    return {"ok": True, "problem": problem.name, "workload": w.name, "device": opts.device,
+            "language": sol.language, "rows": reply["rows"]}

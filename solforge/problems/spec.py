@@ -19,6 +19,8 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         "bytes": lambda p: ...,              # optional: necessary bytes moved for params p
         "distributions": ["normal", "outliers"],   # optional; default: all of gen.py's
         "train_mode": False,                 # optional; models are put in eval mode
+        "sol_unit": "bf16",                  # optional: the fastest unit a correct kernel
+                                             # can use, when not the precision class's own
     }
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
@@ -80,9 +82,16 @@ class Problem(BaseModel):
     train_mode: bool = False
     kernelbench_plain: bool = Field(
         False, description="a plain KernelBench file (no SOLFORGE dict): its conventions apply")
+    sol_unit: str | None = Field(
+        None, description="hardware unit for the SOL bound when it differs from the class's")
     flops_fn: Callable[[dict[str, Any]], float] | None = None
     bytes_fn: Callable[[dict[str, Any]], float] | None = None
     content_hash: str = ""
+
+    @property
+    def unit(self) -> str:
+        """The hardware unit the speed-of-light bound assumes for this problem."""
+        return self.sol_unit or self.precision.unit
 
     def workload(self, name: str) -> Workload:
         for w in self.workloads:
@@ -198,5 +207,6 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
         description=str(meta.get("description") or (module.__doc__ or "").strip()),
         workloads=workloads, distributions=dists, train_mode=bool(meta.get("train_mode")),
         kernelbench_plain=plain, flops_fn=flops_fn, bytes_fn=bytes_fn,
+        sol_unit=meta.get("sol_unit"),
         content_hash=file_hash(path),
     )

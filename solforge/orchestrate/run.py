@@ -1,0 +1,159 @@
+"""The run: a directory that holds one optimisation campaign and survives a crash.
+
+::
+
+    RUN/
+      ledger.sqlite          every problem, attempt, evaluation, work unit, usage, event
+      spec.json              what was asked (agent, targets, options, budgets): replayable
+      solutions/<problem>/<attempt>.py    every candidate's source, as evaluated
+      trajectories/<worker>-<problem>.jsonl   LLM agents' step-by-step logs
+
+``solforge runs show RUN`` reads it; ``solforge export RUN --out OUT`` writes the best
+solution per problem with its record and the suite summary; ``solforge optimize --resume
+RUN`` continues it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from solforge.orchestrate.ledger import Ledger
+
+
+class RunSpec(BaseModel):
+    """What a run was asked to do; enough to re-create it."""
+
+    agent: str = "search"
+    targets: list[str] = Field(default_factory=lambda: ["all"])
+    device: str = "cpu"
+    options: dict[str, Any] = Field(default_factory=dict)
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    workers: int = 1
+    created: float = Field(default_factory=time.time)
+
+
+def default_run_dir(root: Path | None = None) -> Path:
+    root = root or Path("runs")
+    return root / time.strftime("%Y%m%d-%H%M%S")
+
+
+class Run:
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        self.ledger = Ledger(self.dir / "ledger.sqlite")
+
+    @classmethod
+    def create(cls, directory: Path | None, spec: RunSpec) -> Run:
+        d = Path(directory) if directory else default_run_dir()
+        if (d / "ledger.sqlite").exists():
+            raise FileExistsError(f"{d} already holds a run; use --resume {d} to continue it "
+                                  "or pick another --run-dir")
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "spec.json").write_text(spec.model_dump_json(indent=1))
+        run = cls(d)
+        run.ledger.set_meta("spec", spec.model_dump_json())
+        run.mark("running")
+        return run
+
+    @classmethod
+    def open(cls, directory: Path) -> Run:
+        d = Path(directory)
+        if not (d / "ledger.sqlite").exists():
+            raise FileNotFoundError(f"{d}: not a solforge run (no ledger.sqlite)")
+        return cls(d)
+
+    @property
+    def spec(self) -> RunSpec:
+        return RunSpec.model_validate_json(self.ledger.get_meta("spec") or "{}")
+
+    def mark(self, status: str) -> None:
+        self.ledger.set_meta("status", status)
+        self.ledger.set_meta("owner", json.dumps({"pid": os.getpid(),
+                                                  "host": socket.gethostname(),
+                                                  "ts": time.time()}))
+
+    def status(self) -> str:
+        """finished / stopped / running / interrupted (its owner died without saying)."""
+        status = self.ledger.get_meta("status", "unknown")
+        if status == "running":
+            try:
+                owner = json.loads(self.ledger.get_meta("owner") or "{}")
+            except json.JSONDecodeError:
+                owner = {}
+            if owner.get("host") == socket.gethostname() and owner.get("pid"):
+                try:
+                    os.kill(int(owner["pid"]), 0)
+                except ProcessLookupError:
+                    return "interrupted"
+                except PermissionError:
+                    pass
+        return status
+
+    def solution_path(self, problem: str, attempt: int | str) -> Path:
+        p = self.dir / "solutions" / problem / f"{attempt}.py"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def trajectory_path(self, worker: str, problem: str) -> Path:
+        p = self.dir / "trajectories" / f"{worker}-{problem}.jsonl"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    # -- reading -----------------------------------------------------------------------
+    def show(self) -> dict[str, Any]:
+        led = self.ledger
+        problems = []
+        for p in led.problems():
+            best = led.best(p["name"])
+            problems.append({
+                "name": p["name"], "state": p["state"],
+                "attempts": len(led.attempts(p["name"])),
+                "best": best["record"] if best else None,
+                "best_attempt": best["attempt"] if best else None,
+            })
+        return {"status": self.status(), "dir": str(self.dir), "agent": self.spec.agent,
+                "evaluations": led.count_evaluations(), "usage": led.usage_totals(),
+                "problems": problems}
+
+    def export(self, out: Path) -> dict[str, Any]:
+        """Best solution per problem (KernelBench format), its record, the reference, and
+        the suite summary (``solforge.summary/1``)."""
+        from solforge.bench.records import EvaluationRecord
+
+        out = Path(out)
+        for sub in ("solutions", "records", "problems"):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+        records = []
+        exported = []
+        for p in self.ledger.problems():
+            best = self.ledger.best(p["name"])
+            if best is None:
+                continue
+            att = self.ledger.attempt(best["attempt"]) if best["attempt"] else None
+            if att is None:
+                continue
+            (out / "solutions" / f"{p['name']}.py").write_text(att["source"])
+            (out / "records" / f"{p['name']}.json").write_text(json.dumps(best["record"],
+                                                                          indent=1))
+            if p["path"] and Path(p["path"]).is_file():
+                shutil.copyfile(p["path"], out / "problems" / f"{p['name']}.py")
+            records.append(EvaluationRecord.from_json(best["record"]))
+            exported.append(p["name"])
+        summary = None
+        try:
+            from solforge.sol import summarize
+
+            device = records[0].device if records else self.spec.device
+            summary = summarize(records, device=device, agent=self.spec.agent)
+            (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        except ImportError:
+            pass
+        return {"exported": exported, "summary": summary}

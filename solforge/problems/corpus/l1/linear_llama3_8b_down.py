@@ -1,0 +1,50 @@
+"""Down projection of the Llama 3 8B MLP (14336 -> 4096), bf16, no bias."""
+
+import torch
+import torch.nn as nn
+
+from solforge.problems import gen
+
+SOLFORGE = {
+    "name": "linear_llama3_8b_down",
+    "category": "L1",
+    "models": ["Llama 3 8B"],
+    "precision": "bf16",
+    "description": "y = x @ W^T with W [4096, 14336] (LlamaMLP.down_proj), a long-K GEMM, at "
+                   "decode and prefill token counts.",
+    "workloads": [
+        {"name": "cpu_small", "params": {"tokens": 1, "in_features": 257, "out_features": 509},
+         "cpu": True},
+        {"name": "decode_m1",
+         "params": {"tokens": 1, "in_features": 14336, "out_features": 4096}},
+        {"name": "decode_m32",
+         "params": {"tokens": 32, "in_features": 14336, "out_features": 4096}, "visible": False},
+        {"name": "prefill_m2048",
+         "params": {"tokens": 2048, "in_features": 14336, "out_features": 4096}},
+        {"name": "prefill_m8192",
+         "params": {"tokens": 8192, "in_features": 14336, "out_features": 4096}, "visible": False},
+        {"name": "cpu_odd", "params": {"tokens": 13, "in_features": 509, "out_features": 131},
+         "cpu": True, "visible": False},
+    ],
+    "flops": lambda p: 2 * p["tokens"] * p["in_features"] * p["out_features"],
+    # x and W read, y written once (bf16)
+    "bytes": lambda p: 2 * (p["tokens"] * p["in_features"] + p["out_features"] * p["in_features"]
+                            + p["tokens"] * p["out_features"]),
+}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int = 14336, out_features: int = 4096, dtype=torch.bfloat16):
+        super().__init__()
+        self.down_proj = nn.Linear(in_features, out_features, bias=False, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(x)
+
+
+def get_inputs(tokens: int = 2048, in_features: int = 14336, dtype=torch.bfloat16):
+    return [gen.randn(tokens, in_features, dtype=dtype)]
+
+
+def get_init_inputs(in_features: int = 14336, out_features: int = 4096, dtype=torch.bfloat16):
+    return [in_features, out_features, dtype]

@@ -1,0 +1,50 @@
+"""Fused gate/up projection of the Llama 3 8B MLP (4096 -> 2*14336), bf16, no bias."""
+
+import torch
+import torch.nn as nn
+
+from solforge.problems import gen
+
+SOLFORGE = {
+    "name": "linear_llama3_8b_gate_up",
+    "category": "L1",
+    "models": ["Llama 3 8B"],
+    "precision": "bf16",
+    "description": "y = x @ W^T with W [28672, 4096]: gate_proj and up_proj stacked into one "
+                   "GEMM (vLLM MergedColumnParallelLinear), at decode and prefill token counts.",
+    "workloads": [
+        {"name": "cpu_small", "params": {"tokens": 1, "in_features": 257, "out_features": 509},
+         "cpu": True},
+        {"name": "decode_m16",
+         "params": {"tokens": 16, "in_features": 4096, "out_features": 28672}},
+        {"name": "decode_m64",
+         "params": {"tokens": 64, "in_features": 4096, "out_features": 28672}, "visible": False},
+        {"name": "prefill_m4096",
+         "params": {"tokens": 4096, "in_features": 4096, "out_features": 28672}},
+        {"name": "prefill_m8192",
+         "params": {"tokens": 8192, "in_features": 4096, "out_features": 28672}, "visible": False},
+        {"name": "cpu_odd", "params": {"tokens": 13, "in_features": 509, "out_features": 131},
+         "cpu": True, "visible": False},
+    ],
+    "flops": lambda p: 2 * p["tokens"] * p["in_features"] * p["out_features"],
+    # x and W read, y written once (bf16)
+    "bytes": lambda p: 2 * (p["tokens"] * p["in_features"] + p["out_features"] * p["in_features"]
+                            + p["tokens"] * p["out_features"]),
+}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int = 4096, out_features: int = 28672, dtype=torch.bfloat16):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(in_features, out_features, bias=False, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gate_up_proj(x)
+
+
+def get_inputs(tokens: int = 4096, in_features: int = 4096, dtype=torch.bfloat16):
+    return [gen.randn(tokens, in_features, dtype=dtype)]
+
+
+def get_init_inputs(in_features: int = 4096, out_features: int = 28672, dtype=torch.bfloat16):
+    return [in_features, out_features, dtype]

@@ -1,0 +1,58 @@
+"""Top-k softmax router of Mixtral / DBRX (HF MixtralSparseMoeBlock): softmax over experts,
+top-k, renormalize the k weights, cast them to the activation dtype.
+
+The router logits are given in fp32 (the gate GEMM's accumulator, as vLLM and Megatron keep
+them): bf16 logits tie often and a tie makes the selected expert ids ill-defined.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from solforge.problems import gen
+
+SOLFORGE = {
+    "name": "moe_router_mixtral",
+    "category": "L2",
+    "models": ["Mixtral 8x7B", "Mixtral 8x22B", "DBRX"],
+    "precision": "bf16",
+    "description": "MoE routing of Mixtral (8 experts, top-2) and DBRX (16 experts, top-4): "
+                   "fp32 softmax of the router logits, top-k, renormalized weights in bf16 and "
+                   "the expert ids sorted by weight.",
+    "workloads": [
+        {"name": "cpu_small", "params": {"tokens": 17, "experts": 8, "top_k": 2}, "cpu": True},
+        {"name": "cpu_odd", "params": {"tokens": 1, "experts": 16, "top_k": 4}, "cpu": True,
+         "visible": False},
+        {"name": "cpu_odd2", "params": {"tokens": 131, "experts": 8, "top_k": 2}, "cpu": True,
+         "visible": False},
+        {"name": "decode_b64_mixtral", "params": {"tokens": 64, "experts": 8, "top_k": 2}},
+        {"name": "prefill_8k_mixtral", "params": {"tokens": 8192, "experts": 8, "top_k": 2}},
+        {"name": "prefill_16k_dbrx", "params": {"tokens": 16384, "experts": 16, "top_k": 4},
+         "visible": False},
+    ],
+    # softmax (max, exp, sum, divide), the top-k comparisons, the renormalization
+    "flops": lambda p: 5 * p["tokens"] * p["experts"] + 3 * p["tokens"] * p["top_k"],
+    # fp32 logits in; bf16 weights and int64 ids out
+    "bytes": lambda p: 4 * p["tokens"] * p["experts"] + 10 * p["tokens"] * p["top_k"],
+}
+
+
+class Model(nn.Module):
+    def __init__(self, top_k: int = 2, dtype=torch.bfloat16):
+        super().__init__()
+        self.top_k = top_k
+        self.dtype = dtype
+
+    def forward(self, router_logits: torch.Tensor):
+        routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        return routing_weights.to(self.dtype), selected_experts
+
+
+def get_inputs(tokens: int = 8192, experts: int = 8):
+    return [gen.randn(tokens, experts, dtype=torch.float32, scale=1.5)]
+
+
+def get_init_inputs(top_k: int = 2, dtype=torch.bfloat16):
+    return [top_k, dtype]
