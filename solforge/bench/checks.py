@@ -30,11 +30,13 @@ from solforge.bench.compare import as_list, compare, same_outputs
 from solforge.bench.judge import Judge, RunnerFailure, RunnerHandle
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import Status, WorkloadResult
+from solforge.bench.slots import device_slot
 from solforge.bench.timing import Timing, TimingConfig, fresh_inputs, measure
 from solforge.problems.spec import Problem, Workload
 
 POOL_SETS = 3          # distinct input sets that timed calls cycle through, then perturb
-RETAIN = 4             # timed calls whose outputs the judge re-checks
+RETAIN = 4             # timed calls whose outputs the judge re-checks (the last, and 3 more)
+RETAIN_BYTES = 1 << 31  # the runner keeps timed outputs up to this much, newest first
 GOLDEN_MAX_ELEMENTS = 1 << 26
 BATCH_TARGET_MS = 60.0  # length of the judge's wall-clock batch
 BATCH_MAX_BYTES = 2 << 30
@@ -159,13 +161,50 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
                           device) for k in range(POOL_SETS)]
     seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]
     judge.phase("timing", workload=w.name)
-    try:
-        reply = runner.ask({"op": "time", "pool": [I.clone_all(p) for p in pool],
-                            "seeds": seeds, "config": vars(cfg), "retain": RETAIN,
-                            "seed": seed}, deadline)
-        kept = runner.ask({"op": "fetch", "indices": reply["kept"]}, deadline)["outputs"]
-    except RunnerFailure as e:
-        return _set(res, e.status, e.message)
+    with device_slot(opts.device):
+        try:
+            reply = runner.ask({"op": "time", "pool": [I.clone_all(p) for p in pool],
+                                "seeds": seeds, "config": vars(cfg),
+                                "retain_bytes": RETAIN_BYTES, "seed": seed}, deadline)
+            picks = _pick_checked_calls(ref, pool, len(reply["kernel_ms"]),
+                                        random.SystemRandom(), seed)
+            kept = runner.ask({"op": "fetch", "indices": picks}, deadline)["outputs"]
+        except RunnerFailure as e:
+            return _set(res, e.status, e.message)
+        status = _timed_outputs(ref, pool, seeds, reply, picks, kept, seed, problem, res)
+        if status is not None:
+            return status
+        _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
+        status = _host_batch(ref, pool, runner, opts, deadline, seed, res, problem)
+    if status is not None:
+        return status
+    if res.time_ms and res.eager_ms:
+        res.speedup_vs_eager = res.eager_ms / res.time_ms
+    if res.time_ms and res.compile_ms:
+        res.speedup_vs_compile = res.compile_ms / res.time_ms
+    _speed_of_light(problem, ref, w, pool[0], opts, res)
+    return None
+
+
+def _pick_checked_calls(ref: Any, pool: list[list[Any]], calls: int, rng: random.Random,
+                        seed: int) -> list[int]:
+    """Timed calls to re-check, chosen after the fact: the last one and some at random
+    among those whose outputs the runner had room to keep (it cannot know which)."""
+    if calls <= 0:
+        return []
+    out_bytes = sum(o.numel() * o.element_size() for o in as_list(
+        I.run_forward(ref, pool[0], seed)) if isinstance(o, torch.Tensor))
+    room = max(1, RETAIN_BYTES // max(out_bytes, 1))
+    window = list(range(max(0, calls - room), calls))
+    picks = {calls - 1}
+    picks.update(rng.sample(window, min(RETAIN - 1, len(window))))
+    return sorted(picks)
+
+
+def _timed_outputs(ref: Any, pool: list[list[Any]], seeds: list[int], reply: dict,
+                   picks: list[int], kept: dict, seed: int, problem: Problem,
+                   res: WorkloadResult) -> Status | None:
+    """Record the runner's timing and check the outputs of the timed calls picked."""
     if "lazy_output" in reply.get("flags", []):
         return _flag(res, "lazy_output", "a timed call returned a tensor subclass")
     res.time_ms = _median(reply["kernel_ms"])
@@ -175,12 +214,12 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
     ks = sorted(reply["kernel_ms"])
     if len(ks) >= 4 and res.time_ms:
         res.time_spread = (ks[3 * len(ks) // 4] - ks[len(ks) // 4]) / res.time_ms
-    missing = [i for i in reply["kept"] if i not in kept]
-    if not reply["kept"] or missing:
+    missing = [i for i in picks if i not in kept]
+    if not picks or missing:
         return _flag(res, "timed_output_withheld", "the runner did not return the outputs of "
-                     "the timed calls the judge asked for")
-    for i in reply["kept"]:
-        xi = fresh_inputs(pool[reply["pool_indices"][i]], reply["seeds"][i])
+                     f"the timed calls the judge asked for ({missing or 'none timed'})")
+    for i in picks:
+        xi = fresh_inputs(pool[i % len(pool)], seeds[i])
         want = I.run_forward(ref, xi, seed)
         cmp = compare(_owned(kept[i]), want, problem.precision)
         if not cmp.ok:
@@ -188,15 +227,6 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
                          f"timed call {i} returned a wrong result ({cmp.message}) although the "
                          "correctness trials passed: results depend on call history (caching "
                          "or deferred work)")
-    _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
-    status = _host_batch(ref, pool, runner, opts, deadline, seed, res, problem)
-    if status is not None:
-        return status
-    if res.time_ms and res.eager_ms:
-        res.speedup_vs_eager = res.eager_ms / res.time_ms
-    if res.time_ms and res.compile_ms:
-        res.speedup_vs_compile = res.compile_ms / res.time_ms
-    _speed_of_light(problem, ref, w, pool[0], opts, res)
     return None
 
 

@@ -142,7 +142,7 @@ class Runner:
         torch.manual_seed(msg["seed"])
         with torch.no_grad():
             t = measure(self.model, msg["pool"], self.device, cfg, seeds=msg.get("seeds"),
-                        retain=msg.get("retain", 0))
+                        retain_bytes=msg.get("retain_bytes", 0))
         self.kept = {}
         flags: list[str] = []
         for i, out in t.outputs.items():

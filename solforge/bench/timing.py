@@ -155,14 +155,15 @@ def measure(
     device: torch.device,
     config: TimingConfig | None = None,
     seeds: Sequence[int] | None = None,
-    retain: int = 0,
+    retain_bytes: int = 0,
 ) -> Timing:
     """Time ``fn(*inputs)`` over fresh copies of the input sets in ``pool``.
 
     ``seeds`` supplies the perturbation seed of each timed call, in order (the caller can
     then rebuild those inputs; the number of calls is still set by the budget, at most
-    ``len(seeds)``); ``retain`` > 0 keeps the outputs of up to that many timed calls (the
-    last one always among them) in ``Timing.outputs`` for the caller to check.
+    ``len(seeds)``); ``retain_bytes`` > 0 keeps the outputs of the timed calls in
+    ``Timing.outputs`` (all of them, or the most recent that fit in that many bytes), so
+    the caller can check calls it picks only afterwards.
     """
     cfg = config or TimingConfig()
     device = torch.device(device)
@@ -197,16 +198,13 @@ def measure(
         seeds = [20_000_000 + i for i in range(calls)]
     res.perturb_seeds = seeds
     res.pool_indices = [i % len(pool) for i in range(calls)]
-    keep = set()
-    if retain > 0:
-        stride = max(1, calls // retain)
-        keep = set(range(calls - 1, -1, -stride)[:retain])
+    keeper = _Keeper(res.outputs, retain_bytes)
 
     held: list[list[Any]] = []
     held_bytes = 0
     if device.type == "cuda":
         res.kernel_ms, per_call_kernels, res.unassigned_kernels = _profiled_loop(
-            fn, prep, seeds, device, flush, keep, res, held, cfg)
+            fn, prep, seeds, device, flush, keeper, held, cfg)
         first = per_call_kernels[0] if per_call_kernels else []
         res.kernels = first
         res.kernel_sets_differ = any(sorted(k) != sorted(first) for k in per_call_kernels[1:])
@@ -216,8 +214,7 @@ def measure(
             t0 = time.perf_counter_ns()
             out = fn(*args)
             res.kernel_ms.append((time.perf_counter_ns() - t0) / 1e6)
-            if i in keep:
-                res.outputs[i] = out
+            keeper.add(i, out)
         res.latency_ms = list(res.kernel_ms)
         return res
 
@@ -248,7 +245,28 @@ def _hold(held: list[list[Any]], args: list[Any], held_bytes: int, limit: int) -
     return held_bytes
 
 
-def _profiled_loop(fn, prep, seeds, device, flush, keep, res, held, cfg):
+class _Keeper:
+    """Keeps timed calls' outputs, oldest dropped first when over the byte budget."""
+
+    def __init__(self, store: dict[int, Any], budget: int) -> None:
+        self.store, self.budget, self.used = store, budget, 0
+        self.sizes: dict[int, int] = {}
+
+    def add(self, i: int, out: Any) -> None:
+        if self.budget <= 0:
+            return
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        size = _nbytes(outs)
+        self.store[i] = out
+        self.sizes[i] = size
+        self.used += size
+        while self.used > self.budget and len(self.store) > 1:
+            oldest = min(self.store)
+            self.used -= self.sizes.pop(oldest)
+            del self.store[oldest]
+
+
+def _profiled_loop(fn, prep, seeds, device, flush, keeper, held, cfg):
     from torch.profiler import ProfilerActivity, profile, record_function
 
     windows = 0
@@ -264,8 +282,7 @@ def _profiled_loop(fn, prep, seeds, device, flush, keep, res, held, cfg):
                 out = fn(*args)
                 torch.cuda.synchronize(device)
             windows += 1
-            if i in keep:
-                res.outputs[i] = out
+            keeper.add(i, out)
     return _kernel_times(prof, windows)
 
 
