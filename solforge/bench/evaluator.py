@@ -45,6 +45,12 @@ class Evaluator:
         src_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH"))
                                             if p)
+        from solforge.bench.prewarm import compile_env
+
+        from solforge.bench.sandbox import QUIET_THREADS
+
+        env.update(compile_env())
+        env.update(QUIET_THREADS)
         if self.options.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         self.proc = subprocess.Popen(
@@ -90,8 +96,8 @@ class Evaluator:
         if self.proc is not None:
             from solforge.bench.sandbox import kill_tree
 
-            if self.proc.poll() is None:
-                kill_tree(self.proc.pid)
+            # always: the judge's session may hold compile workers it leaves behind
+            kill_tree(self.proc.pid)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:

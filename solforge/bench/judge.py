@@ -119,23 +119,26 @@ class Judge:
         if device.startswith("cuda"):
             torch.cuda.init()
             torch.cuda.set_device(torch.device(device))
-        self.spares: dict[tuple, RunnerHandle] = {}
+        self.spares: dict[int, RunnerHandle] = {}
 
     def phase(self, name: str, **extra: Any) -> None:
         if self.conn is not None:
             self.conn.send({"event": "phase", "phase": name, **extra})
 
-    def runner(self, memory_mb: int, device: str | None = None) -> RunnerHandle:
-        """A fresh runner for one candidate (the spare if one is up), and a new spare."""
-        dev = device or self.device
-        key = (dev, memory_mb)
-        handle = self.spares.pop(key, None)
+    def runner(self, memory_mb: int) -> RunnerHandle:
+        """A fresh runner for one candidate: the spare if one is up, else a new one."""
+        handle = self.spares.pop(memory_mb, None)
         if handle is None or not handle.proc.alive():
-            handle = RunnerHandle(RunnerProcess(dev, SandboxConfig(memory_mb=memory_mb)),
-                                  memory_mb)
-        self.spares[key] = RunnerHandle(
-            RunnerProcess(dev, SandboxConfig(memory_mb=memory_mb)), memory_mb)
+            handle = RunnerHandle(RunnerProcess(self.device,
+                                                SandboxConfig(memory_mb=memory_mb)), memory_mb)
         return handle
+
+    def replenish(self, memory_mb: int) -> None:
+        """Start the next candidate's runner now, after timing is over: its start-up
+        (Python, torch, CUDA context) must never overlap a measurement."""
+        if memory_mb not in self.spares:
+            self.spares[memory_mb] = RunnerHandle(
+                RunnerProcess(self.device, SandboxConfig(memory_mb=memory_mb)), memory_mb)
 
     def builder(self, memory_mb: int) -> RunnerHandle:
         """A runner for ahead-of-time builds: CUDA hidden, the target architecture given."""
@@ -180,6 +183,7 @@ def serve(conn: Connection, device: str) -> None:
                     continue
                 record = evaluate(judge, req["problem"], req["solution"], req.get("language"),
                                   req["options"])
+                judge.replenish(int(req["options"].get("memory_mb", 16384)))
                 conn.send({"event": "result", "record": record})
             except Exception as e:  # a bug of ours: say so, keep serving
                 conn.send({"event": "error", "message": f"{type(e).__name__}: {e}",

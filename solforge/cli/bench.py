@@ -74,6 +74,8 @@ def register(app: typer.Typer) -> None:
         fresh_baselines: bool = typer.Option(False, help="re-measure cached baselines"),
         budget_ms: float = typer.Option(0.0, help="timed-loop budget per workload in ms"),
         no_timing: bool = typer.Option(False, "--no-timing", help="check correctness only"),
+        prewarm: int = typer.Option(-1, help="processes that compile baselines ahead of "
+                                    "timing (-1: auto on a GPU, 0: off)"),
     ) -> None:
         """Evaluate a solution on problems: correctness, kernel time, speedups, SOL score."""
         if policy not in ("default", "strict"):
@@ -90,6 +92,17 @@ def register(app: typer.Typer) -> None:
             trials=trials, seed=seed, timing=not no_timing,
             baselines=[b for b in baselines.split(",") if b], compile_mode=compile_mode,
             fresh_baselines=fresh_baselines, budget_ms=budget_ms, sol_baseline=baseline)
+        if prewarm != 0 and "compile" in opts.baselines and opts.timing and (
+                prewarm > 0 or (device != "cpu" and len(problems) > 1)):
+            import os
+
+            from solforge.bench.prewarm import prewarm as run_prewarm
+
+            n = prewarm if prewarm > 0 else max(1, min(8, (os.cpu_count() or 2) - 2))
+            with console.status(f"compiling torch.compile baselines ({n} processes)"):
+                done = run_prewarm(problems, device, n, compile_mode)
+            console.print(f"prewarmed {done['compiled']} baseline graphs "
+                          f"({done['failed']} failed; the judge retries those)")
         records: list[EvaluationRecord] = []
         skipped: list[str] = []
         total = len(problems) + len(broken)

@@ -11,9 +11,9 @@ SOLFORGE = {
     "category": "attention",
     "models": ["Llama 2 7B"],
     "precision": "fp16",
-    "description": "Eager causal MHA (32 heads of 128, no GQA): scores = q k^T * d^-0.5 plus "
-                   "a (seq, seq) mask of finfo.min above the diagonal, softmax in fp32 cast "
-                   "back to fp16, times v; output (batch, seq, heads, d). Fused attention "
+    "description": "Eager causal MHA (32 heads of 128, no GQA): fp32 scores q k^T * d^-0.5 "
+                   "plus a (seq, seq) mask of finfo.min above the diagonal, softmax in fp32 "
+                   "cast back to fp16, times v; output (batch, seq, heads, d). Fused attention "
                    "computes the same thing without the seq x seq matrix.",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 2, "seq": 17, "heads": 4, "head_dim": 16},
@@ -41,8 +41,10 @@ class Model(nn.Module):
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor):
         seq = query.shape[2]
-        attn_weights = torch.matmul(query, key.transpose(2, 3)) * self.scaling
-        causal_mask = torch.full((seq, seq), torch.finfo(query.dtype).min, dtype=query.dtype,
+        # scores in fp32, as fused kernels keep them (fp16 scores would make the reference
+        # the least accurate party); the rest is HF's eager path
+        attn_weights = torch.matmul(query.float(), key.float().transpose(2, 3)) * self.scaling
+        causal_mask = torch.full((seq, seq), torch.finfo(attn_weights.dtype).min,
                                  device=query.device).triu(1)
         attn_weights = attn_weights + causal_mask
         attn_weights = nn.functional.softmax(attn_weights, dim=-1,
@@ -53,9 +55,9 @@ class Model(nn.Module):
 
 def get_inputs(batch: int = 4, seq: int = 2048, heads: int = 32, head_dim: int = 128,
                dtype=torch.float16):
-    # q and k scaled so the scores have a std of about 1.7: attention neither flat nor one-hot
-    q = gen.randn(batch, heads, seq, head_dim, dtype=dtype, scale=1.3)
-    k = gen.randn(batch, heads, seq, head_dim, dtype=dtype, scale=1.3)
+    # q and k scaled so the scores have a std of about 2.2: attention neither flat nor one-hot
+    q = gen.randn(batch, heads, seq, head_dim, dtype=dtype, scale=1.5)
+    k = gen.randn(batch, heads, seq, head_dim, dtype=dtype, scale=1.5)
     v = gen.randn(batch, heads, seq, head_dim, dtype=dtype)
     return [q, k, v]
 

@@ -80,8 +80,9 @@ def get_inputs(batch: int = 32, max_len: int = 4096, page_size: int = 16, heads:
                kv_heads: int = 8, head_dim: int = 128, dtype=torch.bfloat16):
     seq_lens = gen.lengths(batch, max_len)
     block_table, num_pages = gen.page_table(seq_lens, page_size)
-    q = gen.randn(batch, heads, head_dim, dtype=dtype, scale=1.3)
-    k_cache = gen.randn(num_pages, page_size, kv_heads, head_dim, dtype=dtype, scale=1.3)
+    # q and k scaled so the scores have a std of about 2.2: attention neither flat nor one-hot
+    q = gen.randn(batch, heads, head_dim, dtype=dtype, scale=1.5)
+    k_cache = gen.randn(num_pages, page_size, kv_heads, head_dim, dtype=dtype, scale=1.5)
     v_cache = gen.randn(num_pages, page_size, kv_heads, head_dim, dtype=dtype)
     return [q, k_cache, v_cache, block_table, seq_lens]
 

@@ -35,7 +35,7 @@ for f in files:
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
     S = mod.SOLFORGE
     tol = TOL[S["precision"]]
-    for w in S["workloads"]:
+    for w, dist in [(w, d) for w in S["workloads"] for d in ("normal", "outliers")]:
         if w.get("cpu"):
             continue
         p = w["params"]
@@ -44,7 +44,8 @@ for f in files:
             with torch.device("cuda"):
                 m = mod.Model(*call(mod.get_init_inputs, p)).eval()
             torch.manual_seed(1)
-            inp = [todev(x) for x in call(mod.get_inputs, p)]
+            with gen.distribution(dist):
+                inp = [todev(x) for x in call(mod.get_inputs, p)]
             nbytes = sum(t.numel() * t.element_size() for t in inp if isinstance(t, torch.Tensor))
             nbytes += sum(t.numel() * t.element_size() for t in list(m.parameters()) + list(m.buffers()))
             with torch.no_grad():
@@ -56,7 +57,7 @@ for f in files:
                 ms = sorted(ts)[2]
                 peak = torch.cuda.max_memory_allocated() / 2**30
                 fl, by = S["flops"](p), S["bytes"](p)
-                msg = (f"{name:32s} {w['name']:28s} ref={ms:8.3f}ms data={nbytes/2**30:6.3f}GiB "
+                msg = (f"{name:30s} {w['name'][:26]:26s} {dist[:4]} ref={ms:8.3f}ms data={nbytes/2**30:6.3f}GiB "
                        f"peak={peak:6.1f}GiB  ref:{fl/ms/1e9:7.1f}TF/s {by/ms/1e9:7.1f}TB/s(SOL {by/4.8e12*1e3:.3f}ms,{fl/990e12*1e3:.3f}ms)")
                 outs = out if isinstance(out, (tuple, list)) else [out]
                 try:

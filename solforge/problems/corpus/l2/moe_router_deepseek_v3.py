@@ -78,8 +78,10 @@ class Model(nn.Module):
 
 
 def get_inputs(tokens: int = 8192, experts: int = 256):
-    # sigmoid of the router logits, on the 2**-10 grid, kept above the bias's reach of 0
-    q = (torch.sigmoid(gen.randn(tokens, experts)) * 1024).round().clamp(17, 1007)
+    # sigmoid of the router logits (spread so the top-k weights differ), on the 2**-10 grid,
+    # kept above the bias's reach of 0
+    logits = gen.randn(tokens, experts, scale=1.5) - 2.0
+    q = (torch.sigmoid(logits) * 1024).round().clamp(17, 1007)
     return [q / 1024]
 
 

@@ -25,12 +25,12 @@ SOLFORGE = {
          "cpu": True, "visible": False},
         {"name": "cpu_single_step", "params": {"batch": 3, "d_inner": 40, "d_state": 16,
                                                "seq": 1}, "cpu": True, "visible": False},
-        {"name": "mamba2p8b_b1_s512", "params": {"batch": 1, "d_inner": 5120, "d_state": 16,
-                                                 "seq": 512}},
+        {"name": "mamba2p8b_b1_s256", "params": {"batch": 1, "d_inner": 5120, "d_state": 16,
+                                                 "seq": 256}},
         {"name": "mamba1p4b_b4_s256", "params": {"batch": 4, "d_inner": 4096, "d_state": 16,
                                                  "seq": 256}},
-        {"name": "mamba130m_b16_s512", "params": {"batch": 16, "d_inner": 1536, "d_state": 16,
-                                                  "seq": 512}, "visible": False},
+        {"name": "mamba130m_b16_s256", "params": {"batch": 16, "d_inner": 1536, "d_state": 16,
+                                                  "seq": 256}, "visible": False},
     ],
     # per (b, d, t, n): exp(dt A), dt B u, the state update, the C readout; per (b, d, t):
     # softplus, the D skip and the SiLU gate

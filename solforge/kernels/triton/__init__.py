@@ -1,0 +1,37 @@
+"""Hand-written Triton kernels for the patterns real models repeat, as plain functions.
+
+Each function takes torch tensors, allocates its output, picks the grid and launches an
+autotuned kernel; each module's docstring says what it does not cover. Arithmetic is
+fp32 whatever the storage dtype, and outputs are rounded the way the eager reference
+(HF transformers, vLLM, DeepSeek) rounds them.
+
+On a machine without a GPU the kernels run under Triton's interpreter: set
+``TRITON_INTERPRET=1`` before importing this package (``solforge bench`` does, on a CPU).
+"""
+
+from solforge.kernels.triton.activation import bias_act
+from solforge.kernels.triton.fp8 import (
+    fp8_dequant, fp8_quant_per_block, fp8_quant_per_group, fp8_quant_per_tensor)
+from solforge.kernels.triton.glu import geglu, swiglu
+from solforge.kernels.triton.int8 import int8_quant_per_token
+from solforge.kernels.triton.layernorm import layer_norm
+from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
+from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
+from solforge.kernels.triton.softmax import softmax
+
+__all__ = [
+    "add_rms_norm",
+    "bias_act",
+    "fp8_dequant",
+    "fp8_quant_per_block",
+    "fp8_quant_per_group",
+    "fp8_quant_per_tensor",
+    "geglu",
+    "int8_quant_per_token",
+    "layer_norm",
+    "rms_norm",
+    "rope_cos_sin",
+    "rotary_embedding",
+    "softmax",
+    "swiglu",
+]

@@ -1,0 +1,84 @@
+"""What the kernel modules share: the autotune space, row views, and the fp32 activations.
+
+Every kernel autotunes over a few GPU configs. Under ``TRITON_INTERPRET=1`` (Triton's CPU
+interpreter, how solforge runs Triton on a machine without a GPU) the autotuner would run
+every config through the interpreter, slowly, so there it gets one config instead; that
+config uses small tiles on purpose, so CPU runs go through the multi-tile and masked
+paths that the GPU's large tiles can skip on small shapes.
+
+The flag is read once, at import: set the variable before importing this package.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def autotune_configs(gpu: list[triton.Config], interpret: triton.Config) -> list[triton.Config]:
+    """``gpu`` on a GPU, only ``interpret`` under the interpreter (see the module docstring)."""
+    return [interpret] if INTERPRET else gpu
+
+
+def as_rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as [rows, last dim] with unit column stride: a view when the layout allows,
+    else a contiguous copy (the kernels address rows by one stride)."""
+    rows = x.reshape(-1, x.shape[-1])
+    return rows if rows.stride(-1) == 1 or rows.shape[-1] == 1 else rows.contiguous()
+
+
+def row_block(n: int, limit: int = 65536) -> int:
+    """The power-of-two tile that holds a whole row of ``n`` elements in registers."""
+    if n > limit:
+        raise ValueError(f"rows of {n} elements exceed this kernel's limit of {limit} "
+                         "(it keeps a whole row in registers)")
+    return triton.next_power_of_2(n)
+
+
+# Activations on fp32 values, shared by the bias+activation and gated-unit kernels.
+# Triton has no tanh in its core math, so the tanh GELU goes through exp: for large |z|
+# exp overflows to inf and 1 - 2 / (inf + 1) is exactly 1, as tanh saturates.
+
+@triton.jit
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def gelu_tanh(x):
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = 1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0)
+    return 0.5 * x * (1.0 + t)
+
+
+@triton.jit
+def silu(x):
+    return x * tl.sigmoid(x)
+
+
+@triton.jit
+def apply_activation(x, ACT: tl.constexpr):
+    """``ACT`` is one of ACTIVATIONS' codes; 0 is the identity."""
+    if ACT == 1:
+        x = gelu_erf(x)
+    elif ACT == 2:
+        x = gelu_tanh(x)
+    elif ACT == 3:
+        x = silu(x)
+    return x
+
+
+ACTIVATIONS = {None: 0, "none": 0, "gelu": 1, "gelu_tanh": 2, "silu": 3}
+
+
+def activation_code(name: str | None) -> int:
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        names = ", ".join(repr(k) for k in ACTIVATIONS if k)
+        raise ValueError(f"unknown activation {name!r}; use one of {names} or None") from None

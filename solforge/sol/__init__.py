@@ -1,0 +1,35 @@
+"""Speed of light: necessary work, device ceilings, the roofline time and the SOL score.
+
+The evaluator's path through this package, per workload::
+
+    work = count_work(model, inputs).with_declared(problem.declared_flops(w),
+                                                   problem.declared_bytes(w))
+    profile = load_profile(device_name)          # calibrated > datasheet table > None
+    annotate(result, work, profile, problem.precision, baseline_time(result, "best"))
+
+and per suite, ``summarize(records, device)``. ``solforge calibrate`` measures a device
+(``calibrate``) and stores its profile (``save_profile``) for ``load_profile`` to prefer.
+"""
+
+from solforge.sol.annotate import BASELINES, annotate, baseline_time, workload_score
+from solforge.sol.calibrate import calibrate
+from solforge.sol.devices import DEVICE_TABLE, DeviceSpec, match_device
+from solforge.sol.profile import (
+    DeviceProfile,
+    cache_dir,
+    load_profile,
+    profile_path,
+    resolve_device_name,
+    save_profile,
+)
+from solforge.sol.roofline import faster_than_sol, sol_score, sol_time, tensor_peak, tensor_unit
+from solforge.sol.summary import record_sol_score, speedup_vs_best, summarize
+from solforge.sol.work import Work, count_work
+
+__all__ = [
+    "BASELINES", "DEVICE_TABLE", "DeviceProfile", "DeviceSpec", "Work", "annotate",
+    "baseline_time", "cache_dir", "calibrate", "count_work", "faster_than_sol", "load_profile",
+    "match_device", "profile_path", "record_sol_score", "resolve_device_name", "save_profile",
+    "sol_score", "sol_time", "speedup_vs_best", "summarize", "tensor_peak", "tensor_unit",
+    "workload_score",
+]

@@ -1,0 +1,48 @@
+"""The evaluator's entry into this package: annotate one timed workload with its SOL.
+
+``solforge.bench.checks`` calls :func:`annotate_workload` after a workload's timing and
+baselines. It counts the reference's work on the timing inputs (declared counts win), loads
+the device's ceilings, fills the SOL fields, and turns a physically impossible time into
+``REWARD_HACK`` with the flag ``faster_than_sol`` (EVALUATION.md: a candidate measured below
+T_SOL is flagged, never rewarded).
+
+Not covered: anything the evaluator itself decides (which workloads are timed, the record's
+status from its workloads). A reference whose work cannot be counted leaves SOL unknown
+with the reason in the message; it never fails the evaluation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from solforge.bench.records import Status, WorkloadResult
+from solforge.sol.annotate import annotate, baseline_time
+from solforge.sol.profile import load_profile
+from solforge.sol.roofline import faster_than_sol
+from solforge.sol.work import count_work
+
+if TYPE_CHECKING:
+    from solforge.bench.options import EvalOptions
+    from solforge.problems.spec import Problem, Workload
+
+FASTER_THAN_SOL = "faster_than_sol"
+
+
+def annotate_workload(problem: Problem, ref: Any, workload: Workload, inputs: list[Any],
+                      opts: EvalOptions, res: WorkloadResult) -> None:
+    """Fill ``res``'s SOL fields; mark it REWARD_HACK if its time is faster than light."""
+    try:
+        work = count_work(ref, inputs).with_declared(problem.declared_flops(workload),
+                                                     problem.declared_bytes(workload))
+    except Exception as e:  # a reference the counter cannot run: SOL unknown, not a failure
+        res.message = (f"{res.message}; " if res.message else "") + (
+            f"SOL unknown: counting the reference failed ({type(e).__name__}: {e})")
+        return
+    profile = load_profile(opts.device)
+    annotate(res, work, profile, problem.unit, baseline_time(res, opts.sol_baseline))
+    if profile is not None and faster_than_sol(res.time_ms, res.sol_ms, work.bytes,
+                                               profile.llc_bytes):
+        if FASTER_THAN_SOL not in res.flags:
+            res.flags.append(FASTER_THAN_SOL)
+        res.status = Status.REWARD_HACK
+        res.correct = False
