@@ -6,9 +6,11 @@
   gets the same weights under any names; then the reference's state dict is copied into
   the solution where keys and shapes match. Models go to eval mode unless the problem says
   otherwise (plain KernelBench files keep KernelBench's behaviour: no ``.eval()``).
-- Inputs: ``get_inputs(**params)`` under a seeded RNG and an input distribution, built on
-  the CPU (as KernelBench does) and moved to the device; a problem whose ``get_inputs``
-  accepts ``device`` builds them there directly.
+- Inputs: ``get_inputs(**params)`` under a seeded RNG and an input distribution, with the
+  evaluation device as torch's default device, so tensors created without an explicit
+  device are drawn there directly (KernelBench builds them on the CPU and moves them; the
+  values differ, the distribution does not). Tensors a problem builds on the CPU on
+  purpose are moved afterwards; a ``get_inputs`` that accepts ``device`` is given it.
 - Before every forward the RNG is reseeded, so a reference that draws random numbers
   inside ``forward`` is deterministic per input when it can be.
 
@@ -60,10 +62,10 @@ def make_inputs(module: ModuleType, params: dict[str, Any], seed: int, distribut
     """``get_inputs(**params)`` under ``seed`` and ``distribution``, on ``device``."""
     torch.manual_seed(seed)
     p = dict(params)
-    on_device = "device" in _parameters(module.get_inputs)
-    if on_device:
+    if "device" in _parameters(module.get_inputs):
         p["device"] = device
-    with gen.distribution(distribution):
+    # drawn on the device itself: a CPU fills a 1 GB tensor with randn in seconds
+    with gen.distribution(distribution), torch.device(device):
         inputs = call_with_params(module.get_inputs, p)
     inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]

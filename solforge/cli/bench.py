@@ -106,6 +106,14 @@ def register(app: typer.Typer) -> None:
         records: list[EvaluationRecord] = []
         skipped: list[str] = []
         total = len(problems) + len(broken)
+
+        def save(rec: EvaluationRecord) -> None:
+            # written after every record: an interrupted bench keeps what it measured
+            records.append(rec)
+            if json_out:
+                json_out.parent.mkdir(parents=True, exist_ok=True)
+                json_out.write_text(json.dumps([r.to_json() for r in records], indent=1))
+
         try:
             if total > 1:
                 with Progress(TextColumn("{task.description}"), BarColumn(),
@@ -114,15 +122,16 @@ def register(app: typer.Typer) -> None:
                     task = prog.add_task("bench", total=total)
 
                     def advance(rec: EvaluationRecord) -> None:
+                        save(rec)
                         prog.update(task, advance=1, description=f"{rec.problem}: "
                                     f"{rec.status.value}")
 
-                    records = run_bench(problems, broken, solution, opts, on_record=advance,
-                                        on_skip=lambda p: (skipped.append(p.name),
-                                                           prog.update(task, advance=1)))
+                    run_bench(problems, broken, solution, opts, on_record=advance,
+                              on_skip=lambda p: (skipped.append(p.name),
+                                                 prog.update(task, advance=1)))
             else:
-                records = run_bench(problems, broken, solution, opts,
-                                    on_skip=lambda p: skipped.append(p.name))
+                run_bench(problems, broken, solution, opts, on_record=save,
+                          on_skip=lambda p: skipped.append(p.name))
         except FileNotFoundError as e:
             console.print(f"[red]{e}[/red]")
             raise typer.Exit(2) from None
@@ -136,8 +145,6 @@ def register(app: typer.Typer) -> None:
         device_label = records[0].device if records else device
         summ = _summary(records, device_label, baseline)
         if json_out:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps([r.to_json() for r in records], indent=1))
             if summ is not None and summary is None:
                 summary = json_out.with_suffix(".summary.json")
         if summary and summ is not None:

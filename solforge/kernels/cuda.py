@@ -97,8 +97,13 @@ def target_arch(arch: str | None = None) -> str:
 
 def parse_signature(source: str, name: str) -> list[str]:
     """Argument kinds of ``extern "C" __global__ void name(...)`` in ``source``."""
-    m = re.search(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                  + re.escape(name) + r"\s*\(([^)]*)\)", source)
+    m = None
+    for cand in re.finditer(r"\b" + re.escape(name) + r"\s*\(([^)]*)\)", source):
+        # the declaration: `__global__ void` (and perhaps __launch_bounds__) just before it
+        head = source[max(0, cand.start() - 200):cand.start()]
+        if re.search(r"__global__[^;{}]*\bvoid\b[^;{}]*$", head):
+            m = cand
+            break
     if m is None:
         raise NVRTCError(f"no `__global__ void {name}(...)` in the source; check the name or "
                          "pass signature='ptr,ptr,i32,...'")

@@ -7,7 +7,8 @@ The evaluator's path through this package, per workload::
     profile = load_profile(device_name)          # calibrated > datasheet table > None
     annotate(result, work, profile, problem.precision, baseline_time(result, "best"))
 
-and per suite, ``summarize(records, device)``. ``solforge calibrate`` measures a device
+(``hooks.annotate_workload`` does this for the evaluator, and marks a faster-than-light time
+``REWARD_HACK``), and per suite, ``summarize(records, device)``. ``solforge calibrate`` measures a device
 (``calibrate``) and stores its profile (``save_profile``) for ``load_profile`` to prefer.
 """
 

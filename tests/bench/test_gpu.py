@@ -1,0 +1,83 @@
+"""GPU-only evaluator checks (run on the H200; skipped without a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import Status
+from solforge.bench.timing import TimingConfig, measure
+from tests.conftest import PROBLEMS, SOLUTIONS, requires_gpu
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+TINY = PROBLEMS / "tiny_linear.py"
+
+
+@pytest.fixture(scope="module")
+def ev():
+    with Evaluator(EvalOptions(device="cuda", baselines=["eager"], timeout_s=300, seed=3)) as e:
+        yield e
+
+
+@pytest.mark.parametrize("solution, language", [
+    ("tiny_good_pytorch.py", "pytorch"),
+    ("tiny_good_triton.py", "triton"),
+    ("tiny_good_nvrtc.py", "cuda_cpp"),
+    ("tiny_good_load_inline.py", "cuda_cpp"),
+])
+def test_languages_pass_on_gpu(ev, solution, language):
+    r = ev.evaluate(TINY, SOLUTIONS / solution)
+    assert r.status is Status.PASSED, r.message
+    assert r.language == language
+    big = [w for w in r.workloads if w.name == "gpu_big"][0]
+    assert big.time_ms and big.time_ms > 0.05 and big.kernels
+
+
+def test_profiler_kernel_time_counts_every_stream():
+    x = torch.randn(1 << 26, device="cuda")
+    side = torch.cuda.Stream()
+
+    def two_streams(a):
+        b = a * 2
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            c = a * 3
+        torch.cuda.current_stream().wait_stream(side)
+        return b + c
+
+    def one_stream(a):
+        return a * 2
+
+    cfg = TimingConfig(budget_ms=300)
+    one = measure(one_stream, [[x]], torch.device("cuda"), cfg).median_kernel_ms
+    two = measure(two_streams, [[x]], torch.device("cuda"), cfg).median_kernel_ms
+    # three elementwise passes against one: side-stream work is counted
+    assert two > 2.2 * one
+
+
+def test_same_solution_twice_agrees_within_2_percent(ev):
+    a = ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=["gpu_big"])
+    b = ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=["gpu_big"])
+    ta, tb = a.workloads[0].time_ms, b.workloads[0].time_ms
+    assert ta > 0.05
+    assert abs(ta - tb) / min(ta, tb) < 0.02, (ta, tb)
+
+
+def test_illegal_memory_access_is_survived(ev, tmp_path):
+    bad = tmp_path / "illegal.py"
+    bad.write_text('''
+import torch.nn as nn
+from solforge.kernels import cuda
+K = cuda.compile(r"""extern "C" __global__ void boom(float* p) { p[1ll << 40] = 1.0f; }""", "boom")
+class ModelNew(nn.Module):
+    def __init__(self, k=33, n=17):
+        super().__init__()
+    def forward(self, x):
+        K(grid=(1,), block=(1,), args=(x,))
+        return x.sum()
+''')
+    r = ev.evaluate(TINY, bad)
+    assert r.status is Status.RUNTIME_ERROR
+    assert ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py").status is Status.PASSED
