@@ -18,13 +18,15 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-}
 SF="python3 -m solforge.cli.main"
 T0=$(date +%s)
 step() { echo "=== $1 ($(( $(date +%s) - T0 ))s)"; }
+# seconds left before DEADLINE (seconds after start; default 570), at least 30
+left() { local l=$(( ${DEADLINE:-570} - ($(date +%s) - T0) )); echo $(( l > 30 ? l : 30 )); }
 for s in "$@"; do
   case "$s" in
     env)
       step env
       { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
         python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-        date -u; } > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt" ;;
+        date -u; } 2>&1 ;;
     tests)
       step tests
       timeout 420 python3 -m pytest -q -x -p no:cacheprovider tests/bench/test_gpu.py tests/sol/test_gpu.py \
@@ -34,7 +36,7 @@ for s in "$@"; do
       timeout 120 $SF calibrate --device cuda --json "$OUT/calibration.json" 2>&1 | tail -15 ;;
     reference)
       step reference
-      timeout ${REF_TIMEOUT:-420} $SF bench all --solution reference --device cuda --budget-ms 150 \
+      timeout $(left) $SF bench ${REF_TARGET:-all} --solution reference --device cuda --budget-ms 150 \
         --timeout 120 --json "$OUT/reference.json" 2>&1 | tail -70 ;;
     examples)
       step examples

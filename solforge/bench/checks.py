@@ -49,6 +49,12 @@ def _set(res: WorkloadResult, status: Status | str, message: str) -> Status:
     return res.status
 
 
+def _failed(res: WorkloadResult, e: RunnerFailure) -> Status:
+    if e.flag and e.flag not in res.flags:
+        res.flags.append(e.flag)
+    return _set(res, e.status, e.message)
+
+
 def _flag(res: WorkloadResult, flag: str, message: str) -> Status:
     if flag not in res.flags:
         res.flags.append(flag)
@@ -116,7 +122,7 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
         try:
             reply = runner.ask({"op": "run", "inputs": sent, "seed": s}, deadline)
         except RunnerFailure as e:
-            return _set(res, e.status, e.message)
+            return _failed(res, e)
         out = _owned(reply["outputs"])
         if "lazy_output" in reply.get("flags", []):
             return _flag(res, "lazy_output", "an output is a tensor subclass, not a plain "
@@ -170,12 +176,15 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
                                         random.SystemRandom(), seed)
             kept = runner.ask({"op": "fetch", "indices": picks}, deadline)["outputs"]
         except RunnerFailure as e:
-            return _set(res, e.status, e.message)
+            return _failed(res, e)
         status = _timed_outputs(ref, pool, seeds, reply, picks, kept, seed, problem, res)
         if status is not None:
             return status
-        _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
+        base = _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
         status = _host_batch(ref, pool, runner, opts, deadline, seed, res, problem)
+    if status is not None:
+        return status
+    status = _off_device(res, base) if opts.device != "cpu" else None
     if status is not None:
         return status
     if res.time_ms and res.eager_ms:
@@ -230,13 +239,44 @@ def _timed_outputs(ref: Any, pool: list[list[Any]], seeds: list[int], reply: dic
     return None
 
 
+OFF_DEVICE_MIN_MS = 0.1
+
+
+def _off_device(res: WorkloadResult, base: dict[str, dict]) -> Status | None:
+    """Flag a candidate whose calls spend far more time off the device than the
+    reference's do: work moved to the host (or a faked kernel time) looks like that.
+
+    Off-device time is latency (device-wide sync) and the judge's own wall clock per call,
+    minus kernel time. The allowance is the larger of the baselines' own off-device time
+    (doubled: eager launches, compiled guards) plus max(0.1 ms, the reference's kernel
+    time): moving any meaningful share of the work to a CPU costs far more than that.
+    """
+    if not res.time_ms or not base:
+        return None
+    own = [b.get(k, 0.0) - b["kernel_ms"] for b in base.values() for k in ("latency_ms",
+                                                                             "host_ms")
+           if b.get(k) is not None and b.get("kernel_ms") is not None]
+    ker_ref = min((b["kernel_ms"] for b in base.values() if b.get("kernel_ms")), default=0.0)
+    allowance = 2 * max(own + [0.0]) + max(OFF_DEVICE_MIN_MS, ker_ref)
+    off = max((t - res.time_ms for t in (res.latency_ms, res.host_ms) if t is not None),
+              default=0.0)
+    if off > allowance:
+        return _flag(res, "off_device_work",
+                     f"each call spends {off:.3g} ms outside device kernels against "
+                     f"{allowance:.3g} ms allowed by the reference's own overhead: work "
+                     "done on the host, or a kernel time that does not cover the call")
+    return None
+
+
 def _baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list[list[Any]],
                seeds: list[int], cfg: TimingConfig, opts: EvalOptions,
-               res: WorkloadResult) -> None:
+               res: WorkloadResult) -> dict[str, dict]:
+    """Time (or fetch cached) baselines; fill the result's eager/compile fields."""
     from solforge.bench.verdict import device_name
 
     device = torch.device(opts.device)
     cache = BaselineCache()
+    found: dict[str, dict] = {}
     try:
         for kind in opts.baselines:
             label = "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
@@ -253,12 +293,14 @@ def _baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list
                     res.message = (res.message + "; " + note).strip("; ")
                     continue
                 cache.put(key, hit)
+            found[kind] = hit
             if kind == "eager":
                 res.eager_ms = hit["kernel_ms"]
             else:
                 res.compile_ms = hit["kernel_ms"]
     finally:
         cache.close()
+    return found
 
 
 def _time_reference(ref: Any, kind: str, opts: EvalOptions, pool: list[list[Any]],
@@ -311,7 +353,7 @@ def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: Eva
         reply = runner.ask({"op": "batch_go"}, deadline)
         wall = time.perf_counter() - t0
     except RunnerFailure as e:
-        return _set(res, e.status, e.message)
+        return _failed(res, e)
     res.host_ms = wall * 1e3 / m
     last = fresh_inputs(pool[(m - 1) % len(pool)], seeds[-1])
     cmp = compare(_owned(reply["outputs"]), I.run_forward(ref, last, seed), problem.precision)

@@ -30,11 +30,13 @@ from solforge.bench.sandbox import RunnerProcess, SandboxConfig, become_subreape
 class RunnerFailure(Exception):
     """The runner failed an operation; carries the status the record should get."""
 
-    def __init__(self, status: str, message: str, fatal: bool = False) -> None:
+    def __init__(self, status: str, message: str, fatal: bool = False,
+                 flag: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.fatal = fatal
+        self.flag = flag
 
 
 class RunnerHandle:
@@ -65,7 +67,7 @@ class RunnerHandle:
             if tb:
                 detail = f"{detail}\n{tb}"
             raise RunnerFailure(reply.get("status", "RUNTIME_ERROR"), detail,
-                                bool(reply.get("fatal")))
+                                bool(reply.get("fatal")), reply.get("flag"))
         return reply
 
     def _recv(self, deadline: float, what: str) -> dict[str, Any]:

@@ -219,7 +219,13 @@ class Runner:
 
 
 def serve(channel: Any, device: str) -> None:
+    from solforge.bench import compare, inputs, integrity, timing  # noqa: F401 (snapshot)
+
     runner = Runner(device)
+    if device.startswith("cuda"):
+        import torch.profiler  # noqa: F401 (snapshot it before any candidate code runs)
+    baseline = integrity.snapshot()
+    check = integrity.changed
     channel.send({"op": "ready", "pid": os.getpid()})
     phase = "import"
     while True:
@@ -244,6 +250,11 @@ def serve(channel: Any, device: str) -> None:
             reply = {"ok": False, "status": status, "fatal": fatal,
                      "message": f"{type(e).__name__}: {e}"[:4000], "traceback": tb[-6000:]}
         reply["elapsed_s"] = time.perf_counter() - t0
+        patched = check(baseline)
+        if patched:
+            reply = {"ok": False, "status": "REWARD_HACK", "flag": "harness_patched",
+                     "message": "the solution replaced functions the harness measures or "
+                                f"reports with: {', '.join(patched[:8])}"}
         try:
             channel.send(reply)
         except Exception as e:  # an unpicklable output, typically

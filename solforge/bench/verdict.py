@@ -156,6 +156,8 @@ def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w
         runner.ask({"op": "load", "problem": str(problem.path), "solution": str(solution_path),
                     "params": dict(w.params), "eval_mode": eval_mode}, deadline)
     except RunnerFailure as e:
+        if e.flag:
+            res.flags.append(e.flag)
         return _set(res, e.status, e.message)
     status = correctness_trials(judge, problem, module, ref, w, runner, opts, deadline, seed,
                                 res)

@@ -81,3 +81,21 @@ class ModelNew(nn.Module):
     r = ev.evaluate(TINY, bad)
     assert r.status is Status.RUNTIME_ERROR
     assert ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py").status is Status.PASSED
+
+
+def test_side_stream_work_is_timed(ev):
+    honest = ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=["gpu_big"])
+    side = ev.evaluate(TINY, SOLUTIONS / "tiny_side_stream.py", workloads=["gpu_big"])
+    assert side.status is Status.PASSED, side.message
+    # the side stream's GEMM is in the kernel time: no gain from hiding it
+    assert side.workloads[0].time_ms > 0.8 * honest.workloads[0].time_ms
+
+
+def test_reading_freed_memory_gains_nothing(ev):
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_freed_memory.py")
+    assert r.status is not Status.PASSED
+
+
+def test_host_work_flagged_on_gpu(ev):
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_host_work.py", workloads=["gpu_big"])
+    assert r.status is Status.REWARD_HACK and "off_device_work" in r.flags, r.message

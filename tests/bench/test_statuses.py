@@ -101,6 +101,7 @@ def test_numerical_error_statistics_recorded(ev):
     ("tiny_lazy_output.py", "lazy_output"),
     ("tiny_mutates_input.py", "input_mutation"),
     ("tiny_stale_after_trials.py", "timed_output_mismatch"),
+    ("tiny_patch_timer.py", "harness_patched"),
 ])
 def test_reward_hacks(ev, solution, flag):
     r = run(ev, solution)

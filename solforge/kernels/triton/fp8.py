@@ -5,10 +5,15 @@ Three scale granularities, each with the formula of the code it reproduces:
 - per tensor (vLLM ``scaled_fp8_quant``): ``s = amax / 448``, ``q = x * (1 / s)``, or a
   given static scale;
 - per token group, 1 x G (DeepSeek-V3 ``act_quant``, vLLM ``per_token_group_quant_fp8``):
-  ``s = max(amax, eps) / 448`` per G columns of a row, ``q = x * (1 / s)``, which can differ
-  from the reference's ``x / s`` by one fp8 step, and only at exact rounding ties;
+  ``s = max(amax, eps) / 448`` per G columns of a row, ``q = x / s``;
 - per block, B x B (DeepGEMM ``per_block_cast_to_fp8``, weights): ``s = max(amax, eps) / 448``,
   ``q = x * (448 / max(amax, eps))``.
+
+Divisions are rounded as eager PyTorch rounds them, since a tie can flip an fp8 value:
+``tensor / tensor`` and, on a CPU, ``tensor / number`` are IEEE divisions
+(``tl.math.div_rn``), while ``number / tensor`` is ``number * (1 / tensor)`` in PyTorch.
+(On CUDA PyTorch also computes ``tensor / number`` as a product with the reciprocal, so a
+GPU reference's scales can differ from these in the last bit.)
 
 Every value is clamped to [-448, 448] and rounded to nearest even. The rounding is done in
 software (``_round_to_e4m3``) so that the final cast only meets representable values: the
@@ -29,7 +34,6 @@ import triton.language as tl
 from solforge.kernels.triton._common import as_rows, autotune_configs
 
 FP8 = torch.float8_e4m3fn
-FP8_MAX = 448.0
 
 
 @triton.jit
@@ -37,11 +41,12 @@ def _round_to_e4m3(x):
     """``x`` (fp32, already in [-448, 448]) rounded to the nearest even e4m3 value."""
     # normal range: keep 3 of fp32's 23 mantissa bits, rounding half to even on the bits
     bits = x.to(tl.int32, bitcast=True)
-    bits = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000
-    normal = bits.to(tl.float32, bitcast=True)
+    normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000).to(tl.float32, bitcast=True)
     # below 2^-6 e4m3 is subnormal with a fixed step of 2^-9: adding 1.5 * 2^14 makes fp32's
-    # own round-to-nearest-even drop exactly the bits below that step
-    subnormal = (x + 24576.0) - 24576.0
+    # own round-to-nearest-even drop exactly the bits below that step; done on |x| and the
+    # sign put back, so values that round to zero keep theirs (-0.0, as torch's cast)
+    tiny = (tl.abs(x) + 24576.0) - 24576.0
+    subnormal = tl.where(bits < 0, -tiny, tiny)
     return tl.where(tl.abs(x) < 0.015625, subnormal, normal)
 
 
@@ -129,7 +134,7 @@ def _quant_group_kernel(x_ptr, q_ptr, s_ptr, M, N, eps, stride_x, stride_q, stri
     x = x.to(tl.float32)
     amax = tl.maximum(tl.max(tl.abs(x), axis=1), eps)
     scale = tl.math.div_rn(amax, 448.0)
-    q = _to_e4m3(x * tl.math.div_rn(1.0, scale)[:, None])
+    q = _to_e4m3(tl.math.div_rn(x, scale[:, None]))
     tl.store(q_ptr + rows64 * stride_q + cols[None, :], q, mask=mask)
     tl.store(s_ptr + rows.to(tl.int64) * stride_s + g, scale, mask=rows < M)
 
@@ -170,7 +175,7 @@ def _quant_block_kernel(x_ptr, q_ptr, s_ptr, M, N, eps, stride_x, stride_q, stri
     mask = (rows < M) & (cols < N)
     x = tl.load(x_ptr + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
-    q = _to_e4m3(x * tl.math.div_rn(448.0, amax))
+    q = _to_e4m3(x * (448.0 * tl.math.div_rn(1.0, amax)))
     tl.store(q_ptr + rows * stride_q + cols, q, mask=mask)
     tl.store(s_ptr + bm * stride_s + bn, tl.math.div_rn(amax, 448.0))
 

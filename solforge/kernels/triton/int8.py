@@ -30,7 +30,8 @@ def _int8_token_kernel(x_ptr, q_ptr, s_ptr, N, stride_x, stride_q, BLOCK_N: tl.c
     mask = cols < N
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     amax = tl.max(tl.abs(x), axis=0)
-    v = x * tl.math.div_rn(127.0, amax)
+    # PyTorch evaluates the reference's `127.0 / amax` as `127.0 * (1 / amax)`
+    v = x * (127.0 * tl.math.div_rn(1.0, amax))
     # |v| <= 127 < 2^22, so adding and removing 1.5 * 2^23 leaves fp32's
     # round-half-to-even integer (Triton has no portable rint)
     v = (v + 12582912.0) - 12582912.0

@@ -15,6 +15,8 @@ SOLFORGE = {
     "category": "L2",
     "models": ["Mamba 2.8B", "Mamba 1.4B", "Mamba 130M"],
     "precision": "bf16",
+    # an fp32 recurrence with no GEMM in it: its FLOPs run on the SIMT units
+    "sol_unit": "fp32",
     "description": "h_t = exp(dt_t A) * h_{t-1} + dt_t B_t u_t per channel (state 16), "
                    "y_t = C_t . h_t + D u_t, out = y * SiLU(z), with dt = softplus(delta + "
                    "bias); inputs (batch, d_inner, seq) and B/C (batch, 16, seq).",

@@ -1,0 +1,164 @@
+"""An agent's shell command, contained the way the evaluator contains a candidate.
+
+:func:`run_contained` runs ``/bin/sh -c COMMAND`` in the agent's workspace with what a
+candidate runner gets (``solforge.bench.sandbox``): an environment rebuilt from the
+runner allowlist (API keys and credentials gone), a private HOME and TMPDIR, the
+:class:`~solforge.bench.sandbox.SandboxConfig` resource limits (CPU seconds, file size,
+open files, no core dumps; address space on a CPU device), no network (a fresh network
+namespace where the OS allows one), a new session; and, as root on a CPU device where it
+works, ``nobody``'s uid. On timeout the whole process group and every descendant are
+killed. It holds the device's timing slot (``solforge.bench.slots``) for the whole
+command, so nothing an agent runs overlaps another candidate's timing on that device.
+
+Not covered: a filesystem jail. The command can read what the user running solforge can
+read (the installed corpus included) and, unless privileges were dropped, write it too;
+the judge hashes its own files and flags changes, and runs keep their records in SQLite
+written by the worker, not by commands. See docs/THREAT_MODEL.md for the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from solforge.bench import sandbox
+from solforge.bench.sandbox import OutputTail, SandboxConfig, kill_tree, runner_env
+from solforge.bench.slots import device_slot
+
+
+@dataclass
+class CommandResult:
+    """What a command did: exit code (None: killed at the timeout), output, seconds."""
+
+    exit_code: int | None
+    output: str
+    seconds: float
+    timed_out: bool = False
+    network_isolated: bool = False
+    slot_wait_s: float = 0.0
+
+    def describe(self) -> str:
+        """The report an agent reads."""
+        if self.timed_out:
+            head = f"killed at the time limit, after {self.seconds:.1f} s"
+        elif self.exit_code is not None and self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = str(-self.exit_code)
+            head = f"killed by signal {name} after {self.seconds:.1f} s"
+        else:
+            head = f"exit code {self.exit_code} after {self.seconds:.1f} s"
+        return f"{head}\n{self.output}" if self.output else f"{head} (no output)"
+
+
+def _preexec(cfg: SandboxConfig, device: str, drop: bool) -> None:
+    """The runner's limits (``RunnerProcess._preexec``), between fork and exec."""
+    libc = sandbox._libc()
+    if libc is not None:
+        libc.prctl(sandbox._PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
+    if cfg.file_mb:
+        lim = cfg.file_mb << 20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
+    if device == "cpu" and cfg.memory_mb:
+        lim = (cfg.memory_mb + 4096) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    if cfg.isolate_network and sandbox._unshare_network():
+        os.environ["SOLFORGE_NETNS"] = "1"
+    if drop:
+        sandbox._drop_to_nobody()
+        resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+    if libc is not None:
+        libc.prctl(sandbox._PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    for p in [root, *root.rglob("*")]:
+        try:
+            os.chown(p, uid, uid, follow_symlinks=False)
+        except OSError:
+            pass
+
+
+def run_contained(command: str, cwd: Path, device: str = "cpu", timeout_s: float = 300.0,
+                  config: SandboxConfig | None = None, max_output_chars: int = 12000,
+                  hold_slot: bool = True) -> CommandResult:
+    """Run ``command`` with ``/bin/sh`` in ``cwd``, contained (see the module docstring).
+
+    Output (stdout and stderr together) keeps its head and tail within
+    ``max_output_chars``. The device's slot is held while the command runs, unless
+    ``hold_slot`` is False (the caller holds it already, or the command cannot use the
+    device).
+    """
+    cfg = config or SandboxConfig()
+    cwd = Path(cwd).resolve()
+    home = Path(tempfile.mkdtemp(prefix="solforge-agent-home-"))
+    (home / "tmp").mkdir()
+    drop = cfg.drop_privileges
+    if drop is None:
+        drop = device == "cpu" and sandbox.can_drop_privileges()
+    drop = bool(drop and os.geteuid() == 0)
+    if drop:  # the workspace is the agent's: nobody may write it, nothing else
+        _chown_tree(home, 65534)
+        _chown_tree(cwd, 65534)
+    env = runner_env(device, home, cfg.extra_env)
+    netns = cfg.isolate_network and _netns_available()
+    slot = device_slot(device) if hold_slot else contextlib.nullcontext(0.0)
+    try:
+        with slot as waited:
+            t0 = time.monotonic()
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=lambda: _preexec(cfg, device, drop))
+            tail = OutputTail(proc.stdout, head=max_output_chars // 3,
+                              tail=max_output_chars - max_output_chars // 3)
+            code, timed_out = _wait_unreaped(proc.pid, timeout_s)
+            # whatever it left running (background jobs included) goes with it; the
+            # command's own pid is still a zombie here, so it cannot name another process
+            kill_tree(proc.pid)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            seconds = time.monotonic() - t0
+            text = tail.text()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return CommandResult(exit_code=None if timed_out else code, output=text,
+                         seconds=seconds, timed_out=timed_out, network_isolated=netns,
+                         slot_wait_s=float(waited or 0.0))
+
+
+def _wait_unreaped(pid: int, timeout_s: float) -> tuple[int | None, bool]:
+    """Wait for ``pid`` to exit without reaping it: (its return code, timed out)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        except ChildProcessError:
+            return None, False
+        if info is not None and info.si_pid == pid:
+            if info.si_code == os.CLD_EXITED:
+                return info.si_status, False
+            return -info.si_status, False
+        time.sleep(0.02)
+    return None, True
+
+
+@functools.lru_cache(maxsize=1)
+def _netns_available() -> bool:
+    return bool(sandbox.capabilities().get("network_namespace", False))

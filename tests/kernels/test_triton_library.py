@@ -1,0 +1,270 @@
+"""solforge.kernels.triton against PyTorch references, on ragged shapes, under the interpreter.
+
+The references are the eager code each kernel reproduces (HF transformers, vLLM, DeepSeek).
+bf16 tolerances are one bf16 step: the interpreter's fp32 -> bf16 cast truncates where a
+GPU rounds to nearest. FP8 and int8 outputs must match exactly.
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import solforge.kernels.triton as K  # noqa: E402
+
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+FP8 = torch.float8_e4m3fn
+TOL = {BF16: 1.6e-2, FP16: 2e-3, FP32: 1e-5}
+ROWS = [(1, 257), (13, 509), (2, 3, 131)]  # a single row, prime dims, 3-D leading shape
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def close(out, ref, dtype=None):
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    tol = TOL[dtype or ref.dtype]
+    torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)
+
+
+def rms_ref(x, w, eps, offset):
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    if offset:
+        return (h * (1.0 + w.float())).to(x.dtype)
+    return w * h.to(x.dtype)
+
+
+@pytest.mark.parametrize("shape", ROWS)
+@pytest.mark.parametrize("dtype", [BF16, FP32])
+@pytest.mark.parametrize("offset", [False, True])
+def test_rms_norm(shape, dtype, offset):
+    x = torch.randn(shape, dtype=dtype) * 3
+    w = (0.1 * torch.randn(shape[-1])).to(dtype) + (0 if offset else 1)
+    close(K.rms_norm(x, w, 1e-6, offset_weight=offset), rms_ref(x, w, 1e-6, offset))
+
+
+def test_rms_norm_fp32_weight_promotes():
+    x, w = torch.randn(5, 257, dtype=BF16), 1 + 0.1 * torch.randn(257)
+    close(K.rms_norm(x, w, 1e-5), rms_ref(x, w, 1e-5, False), dtype=BF16)
+
+
+@pytest.mark.parametrize("shape", ROWS)
+def test_add_rms_norm(shape):
+    x, res = torch.randn(shape, dtype=BF16), 4 * torch.randn(shape, dtype=BF16)
+    w = (1 + 0.1 * torch.randn(shape[-1])).to(BF16)
+    x0, res0 = x.clone(), res.clone()
+    y, new_res = K.add_rms_norm(x, res, w, 1e-5)
+    close(new_res, res + x)
+    close(y, rms_ref(res + x, w, 1e-5, False))
+    assert torch.equal(x, x0) and torch.equal(res, res0)
+
+
+@pytest.mark.parametrize("shape", ROWS)
+@pytest.mark.parametrize("dtype", [FP16, FP32])
+def test_layer_norm(shape, dtype):
+    n = shape[-1]
+    x = (torch.randn(shape) * 2 + 0.5).to(dtype)
+    w, b = (1 + 0.1 * torch.randn(n)).to(dtype), (0.1 * torch.randn(n)).to(dtype)
+    close(K.layer_norm(x, w, b, 1e-6), F.layer_norm(x.float(), (n,), w.float(), b.float(),
+                                                  1e-6).to(dtype))
+    close(K.layer_norm(x, eps=1e-6), F.layer_norm(x.float(), (n,), eps=1e-6).to(dtype))
+
+
+def test_layer_norm_strided_rows():
+    x = torch.randn(7, 600)[:, :509]  # rows 600 apart
+    close(K.layer_norm(x, eps=1e-5), F.layer_norm(x, (509,), eps=1e-5))
+
+
+@pytest.mark.parametrize("n", [1, 61, 257, 1031])  # 1031 > the interpreter's tile: two passes
+def test_softmax(n):
+    s = 3 * torch.randn(2, 3, n)
+    close(K.softmax(s), s.softmax(-1))
+    scores = s.to(BF16).masked_fill(torch.rand(2, 3, n) < 0.3, torch.finfo(BF16).min)
+    close(K.softmax(scores), scores.softmax(-1, dtype=FP32).to(BF16))
+    close(K.softmax(scores, out_dtype=FP32), scores.softmax(-1, dtype=FP32))
+
+
+@pytest.mark.parametrize("act,ref", [
+    ("gelu", F.gelu), ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")),
+    ("silu", F.silu), (None, lambda t: t)])
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+def test_bias_act(act, ref, dtype):
+    x = (2 * torch.randn(13, 509)).to(dtype)
+    b = (0.1 * torch.randn(509)).to(dtype)
+    close(K.bias_act(x, b, act), ref(x + b))
+    close(K.bias_act(x[:1], None, act), ref(x[:1]))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # exp(2z) -> inf, on purpose
+def test_bias_act_saturates():
+    x = torch.tensor([[-1e4, -30.0, 0.0, 30.0, 1e4]])
+    for act, ref in (("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")), ("silu", F.silu)):
+        close(K.bias_act(x, None, act), ref(x))
+
+
+@pytest.mark.parametrize("shape", ROWS)
+@pytest.mark.parametrize("dtype", [BF16, FP32])
+def test_glu(shape, dtype):
+    g, u = (2 * torch.randn(shape)).to(dtype), torch.randn(shape).to(dtype)
+    close(K.swiglu(g, u), F.silu(g) * u)
+    close(K.geglu(g, u), F.gelu(g, approximate="tanh") * u)
+    close(K.swiglu(torch.cat([g, u], dim=-1)), F.silu(g) * u)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def inv_freq(dim, theta=1e6):
+    return 1.0 / theta ** (torch.arange(0, dim, 2).float() / dim)
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP32])
+def test_rope_hf_tables(dtype):
+    b, hq, hk, s, d = 3, 7, 2, 5, 64
+    q, k = torch.randn(b, hq, s, d, dtype=dtype), torch.randn(b, hk, s, d, dtype=dtype)
+    pos = torch.randint(0, 40000, (b, s))
+    cos, sin = K.rope_cos_sin(pos, inv_freq(d), dtype)
+    freqs = pos[:, :, None].float() * inv_freq(d)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    close(cos, emb.cos().to(dtype))
+    close(sin, emb.sin().to(dtype))
+    c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+    qo, ko = K.rotary_embedding(q, k, cos, sin)
+    close(qo, q * c + rotate_half(q) * sn)
+    close(ko, k * c + rotate_half(k) * sn)
+
+
+def test_rope_transposed_views_with_bias():
+    # Qwen: projections [b, s, h * d] with a bias, viewed as [b, h, s, d]
+    b, s, hq, hk, d = 2, 3, 5, 1, 32
+    q = torch.randn(b, s, hq * d, dtype=BF16)
+    k = torch.randn(b, s, hk * d, dtype=BF16)
+    qb, kb = torch.randn(hq * d, dtype=BF16), torch.randn(hk * d, dtype=BF16)
+    cos, sin = K.rope_cos_sin(torch.arange(s).expand(b, s), inv_freq(d), BF16)
+    heads = lambda t, h: t.view(b, s, h, d).transpose(1, 2)  # noqa: E731
+    qo, ko = K.rotary_embedding(heads(q, hq), heads(k, hk), cos, sin, q_bias=qb, k_bias=kb)
+    c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+    qr, kr = heads(q + qb, hq), heads(k + kb, hk)
+    close(qo, qr * c + rotate_half(qr) * sn)
+    close(ko, kr * c + rotate_half(kr) * sn)
+
+
+def test_rope_vllm_cache_positions():
+    t, hq, hk, d, max_pos = 11, 3, 1, 64, 4096
+    freqs = torch.arange(max_pos).float()[:, None] * inv_freq(d)
+    cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(BF16)  # half-width cos | sin
+    pos = torch.randint(0, max_pos, (t,))
+    q, k = torch.randn(t, hq * d, dtype=BF16), torch.randn(t, hk * d, dtype=BF16)
+    heads = lambda x, h: x.view(1, t, h, d).transpose(1, 2)  # noqa: E731
+    qo, ko = K.rotary_embedding(heads(q, hq), heads(k, hk), cache[:, :d // 2],
+                                cache[:, d // 2:], pos.view(1, t))
+    cos, sin = cache[pos].chunk(2, dim=-1)
+
+    def ref(x, h):
+        x1, x2 = x.view(t, h, d).chunk(2, dim=-1)
+        c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+        return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+    close(qo.transpose(1, 2).reshape(t, hq, d), ref(q, hq))
+    close(ko.transpose(1, 2).reshape(t, hk, d), ref(k, hk))
+
+
+def assert_fp8_equal(q, ref):
+    assert q.dtype == FP8 and q.shape == ref.shape
+    assert torch.equal(q.view(torch.uint8), ref.view(torch.uint8))
+
+
+@pytest.mark.parametrize("shape", [(1, 257), (13, 509)])
+def test_fp8_quant_per_tensor(shape):
+    x = torch.randn(shape, dtype=BF16)
+    q, s = K.fp8_quant_per_tensor(x)
+    scale = x.abs().max().float() / 448.0
+    assert_fp8_equal(q, (x.float() * (1.0 / scale)).clamp(-448, 448).to(FP8))
+    assert torch.equal(s, scale.view(1))
+    q2, s2 = K.fp8_quant_per_tensor(x, scale=torch.tensor([0.01]))
+    assert_fp8_equal(q2, (x.float() * (1.0 / torch.tensor(0.01))).clamp(-448, 448).to(FP8))
+    assert s2.item() == pytest.approx(0.01)
+
+
+def test_fp8_rounding_covers_every_e4m3_value():
+    # every representable value, every midpoint between neighbours (ties), and values
+    # just beside them; the subnormal range and the clamp at 448 included
+    grid = torch.arange(0, 127, dtype=torch.uint8).view(FP8).float()
+    grid = torch.cat([grid, -grid])
+    mids = (grid[1:127] + grid[:126]) / 2
+    pts = torch.cat([grid, mids, mids.nextafter(torch.tensor(1e9)),
+                     mids.nextafter(torch.tensor(-1e9)), torch.tensor([460.0, -500.0])])
+    q, _ = K.fp8_quant_per_tensor(pts, scale=torch.tensor([1.0]))
+    assert_fp8_equal(q, pts.clamp(-448, 448).to(FP8))
+
+
+@pytest.mark.parametrize("shape", [(1, 384), (13, 640), (3, 200)])  # 200: a ragged last group
+def test_fp8_quant_per_group(shape):
+    x = torch.randn(shape, dtype=BF16)
+    x[0, :128] = 0  # an all-zero group takes the eps scale
+    q, s = K.fp8_quant_per_group(x, 128)
+    m, n = shape
+    g = -(-n // 128)
+    padded = torch.zeros(m, g * 128)
+    padded[:, :n] = x.float()
+    amax = padded.view(m, g, 128).abs().amax(-1, keepdim=True).clamp(min=1e-10)
+    sr = amax / 448.0
+    ref = (padded.view(m, g, 128) / sr).clamp(-448, 448).to(FP8).view(m, -1)[:, :n]
+    assert_fp8_equal(q, ref)
+    assert torch.equal(s, sr.view(m, g))
+
+
+@pytest.mark.parametrize("shape", [(257, 509), (131, 128), (1, 3)])
+def test_fp8_quant_per_block_and_dequant(shape):
+    w = 0.02 * torch.randn(shape, dtype=BF16)
+    q, s = K.fp8_quant_per_block(w, 128)
+    m, n = shape
+    mb, nb = -(-m // 128), -(-n // 128)
+    padded = torch.zeros(mb * 128, nb * 128, dtype=BF16)
+    padded[:m, :n] = w
+    view = padded.view(mb, 128, nb, 128)
+    amax = view.abs().float().amax(dim=(1, 3), keepdim=True).clamp(1e-4)
+    ref = (view * (448.0 / amax)).clamp(-448, 448).to(FP8).view_as(padded)[:m, :n]
+    assert_fp8_equal(q, ref)
+    assert torch.equal(s, (amax / 448.0).view(mb, nb))
+    s_full = s.repeat_interleave(128, 0)[:m].repeat_interleave(128, 1)[:, :n]
+    close(K.fp8_dequant(q, s), (q.float() * s_full).to(BF16))
+    close(K.fp8_dequant(q, s, out_dtype=FP32), q.float() * s_full)
+
+
+def test_fp8_dequant_per_group_and_tensor():
+    x = torch.randn(5, 300, dtype=BF16)
+    q, s = K.fp8_quant_per_group(x, 128)
+    close(K.fp8_dequant(q, s, block=(1, 128)),
+          (q.float() * s.repeat_interleave(128, 1)[:, :300]).to(BF16))
+    qt, st = K.fp8_quant_per_tensor(x)
+    close(K.fp8_dequant(qt, st, block=None), (qt.float() * st).to(BF16))
+
+
+@pytest.mark.parametrize("shape", [(1, 257), (13, 509)])
+def test_int8_quant_per_token(shape):
+    x = torch.randn(shape, dtype=BF16)
+    q, s = K.int8_quant_per_token(x)
+    amax = x.abs().max(dim=-1)[0].float()
+    ref = (x.float() * (127.0 / amax)[:, None]).round().clamp(-128, 127).to(torch.int8)
+    assert torch.equal(q, ref)
+    assert torch.equal(s, (amax / 127.0)[:, None])
+
+
+def test_bad_arguments_say_what_to_fix():
+    with pytest.raises(ValueError, match="weight has shape"):
+        K.rms_norm(torch.randn(2, 8), torch.ones(4))
+    with pytest.raises(ValueError, match="unknown activation"):
+        K.bias_act(torch.randn(2, 8), None, "relu6")
+    with pytest.raises(ValueError, match="exceed"):
+        K.layer_norm(torch.randn(1, 70000))
+    with pytest.raises(ValueError, match="scales of shape"):
+        K.fp8_dequant(torch.zeros(4, 4, dtype=FP8), torch.ones(2, 2))
