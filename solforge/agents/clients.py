@@ -28,7 +28,6 @@ import json
 import os
 import random
 import time
-import tomllib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -266,6 +265,11 @@ def resolve_model_config(model: str | None = None, api: str | None = None,
         if not path.is_file():
             raise ModelError(f"LLM config file {path} does not exist: fix --llm-config or "
                              "$SOLFORGE_LLM_CONFIG")
+        try:
+            import tomllib  # Python 3.11+
+        except ModuleNotFoundError:
+            raise ModelError(f"reading {path} needs Python 3.11 or later (tomllib); pass "
+                             "the settings as flags or environment variables") from None
         try:
             file = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as e:

@@ -87,6 +87,9 @@ def evaluation_report(rec: EvaluationRecord, title: str = "evaluate") -> str:
                      f"vs_compile={_f(rec.speedup_vs_compile, 'x')} "
                      f"sol_score={_f(rec.sol_score, digits=2)}")
     lines.append(f"flags: {', '.join(rec.flags) if rec.flags else 'none'}")
+    notes = sorted({w.message.strip() for w in rec.workloads if w.correct and w.message})
+    if notes:
+        lines.append("notes: " + "; ".join(n[:300] for n in notes[:3]))
     lines.append(f"next: {next_step(rec)}")
     return "\n".join(lines)
 
@@ -99,8 +102,8 @@ def profile_report(prof: dict[str, Any], ncu: str | None = None, top: int = 15) 
     rows = prof.get("rows", [])
     total = sum(r["ms_per_call"] for r in rows) or 1.0
     kind = "kernel" if str(prof.get("device", "")).startswith("cuda") else "operator"
-    lines = [f"profile of {prof.get('problem')} on workload {prof.get('workload')} "
-             f"({prof.get('device')}, {prof.get('language')}): {kind} time per call"]
+    lines = [(f"profile of {prof.get('problem')} on workload {prof.get('workload')} "
+              f"({prof.get('device')}, {prof.get('language')}): {kind} time per call")]
     for r in rows[:top]:
         lines.append(f"  {r['ms_per_call']:9.4f} ms {r['ms_per_call'] / total:6.1%} "
                      f"x{r['calls']:<3} {r['name'][:110]}")

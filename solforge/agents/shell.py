@@ -10,10 +10,12 @@ works, ``nobody``'s uid. On timeout the whole process group and every descendant
 killed. It holds the device's timing slot (``solforge.bench.slots``) for the whole
 command, so nothing an agent runs overlaps another candidate's timing on that device.
 
-Not covered: a filesystem jail. The command can read what the user running solforge can
-read (the installed corpus included) and, unless privileges were dropped, write it too;
-the judge hashes its own files and flags changes, and runs keep their records in SQLite
-written by the worker, not by commands. See docs/THREAT_MODEL.md for the rest.
+Not covered: host memory on a GPU device (the address-space limit is CPU-only, as for
+runners, and nothing here plays the judge's resident-memory watchdog); a filesystem
+jail. A command reads what the user running solforge can read (the installed corpus
+included) and, unless privileges were dropped, writes it too, the run directory and its
+ledger among it; the judge hashes its own files and flags changes. See
+docs/THREAT_MODEL.md for the rest.
 """
 
 from __future__ import annotations

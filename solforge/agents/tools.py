@@ -232,7 +232,7 @@ class Toolbox:
         record = self.evaluator.evaluate(self.problem, frozen, **overrides)
         self.evaluations += 1
         self.recorder.evaluation(attempt, kind, record)
-        self.on_event("evaluation", kind=kind, attempt=attempt, status=record.status.value,
+        self.on_event("evaluation", scope=kind, attempt=attempt, status=record.status.value,
                       speedup_vs_eager=record.speedup_vs_eager, auto=auto)
         return attempt, frozen, record
 

@@ -3,8 +3,9 @@
 An agent sees the reference and its visible workloads only, so it cannot tune for the
 shapes the verdict keeps back. The file is the problem's own source, edited at the AST
 node positions of ``SOLFORGE["workloads"]``: each held-out entry is cut out, with the
-lines it occupies when it has them to itself; everything else (comments, formatting, the
-other entries' comments) stays as it was. When the workloads are not a literal list (a
+lines it occupies when it has them to itself (its own trailing comment goes too: it may
+name the shape), else with just its comma; everything else (comments, formatting, the
+other entries) stays as it was. When the workloads are not a literal list (a
 comprehension, a variable), the whole value is replaced by a literal list of the visible
 workloads rendered from the loaded problem. The result is loaded back and its workload
 names checked against the problem's visible ones before it is used.
@@ -67,7 +68,7 @@ def _cut_entries(src: bytes, node: ast.List) -> bytes | None:
         return line[lineno] + col
 
     cuts: list[tuple[int, int]] = []
-    for i, (entry, held) in enumerate(zip(node.elts, verdicts)):
+    for entry, held in zip(node.elts, verdicts):
         if not held:
             continue
         start = pos(entry.lineno, entry.col_offset)
@@ -80,14 +81,19 @@ def _cut_entries(src: bytes, node: ast.List) -> bytes | None:
                                       .startswith(b"#")):
             # the entry has its lines to itself: remove them whole (its comment with it)
             cuts.append((line[entry.lineno], min(line_end + 1, len(src))))
-        elif i + 1 < len(node.elts):
-            nxt = node.elts[i + 1]
-            cuts.append((start, pos(nxt.lineno, nxt.col_offset)))
-        elif i > 0:
-            prev = node.elts[i - 1]
-            cuts.append((pos(prev.end_lineno, prev.end_col_offset), end))
         else:
-            cuts.append((start, end))
+            # shares its line with other entries: cut the entry and its comma only, so
+            # every comment stays where it was
+            stop = end
+            while stop < len(src) and src[stop:stop + 1] in (b" ", b"\t"):
+                stop += 1
+            if src[stop:stop + 1] == b",":
+                stop += 1
+                while stop < len(src) and src[stop:stop + 1] in (b" ", b"\t"):
+                    stop += 1
+            else:
+                stop = end
+            cuts.append((start, stop))
     out = src
     for a, b in sorted(cuts, reverse=True):
         out = out[:a] + out[b:]

@@ -60,7 +60,7 @@ class Workspace:
                     "the rest]")
         return text
 
-    def write_file(self, path: str | None, content: str) -> str:
+    def write_file(self, path: str | None = None, content: str = "") -> str:
         p = self.resolve(path)
         data = content.encode()
         if len(data) > self.max_write_bytes:
@@ -72,7 +72,7 @@ class Workspace:
         p.write_bytes(data)
         return f"wrote {len(data)} bytes to {self.rel(p)}"
 
-    def edit_file(self, path: str | None, old: str, new: str) -> str:
+    def edit_file(self, path: str | None = None, old: str = "", new: str = "") -> str:
         p = self._existing(path)
         text = p.read_text(errors="replace")
         if not old:

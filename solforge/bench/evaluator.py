@@ -67,7 +67,11 @@ class Evaluator:
             raise RuntimeError(f"the evaluator process did not start: {err}")
 
     def _stderr(self) -> str:
-        if self.proc is None or self.proc.stderr is None or self.proc.poll() is None:
+        if self.proc is None or self.proc.stderr is None:
+            return ""
+        try:  # a process that just closed its channel is usually exiting: let it finish
+            self.proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
             return ""
         try:
             return self.proc.stderr.read().decode(errors="replace")[-3000:]

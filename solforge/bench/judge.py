@@ -120,7 +120,7 @@ class Judge:
         self.conn = conn
         if device.startswith("cuda"):
             torch.cuda.init()
-            torch.cuda.set_device(torch.device(device))
+            torch.cuda.set_device(torch.device(device).index or 0)
         self.spares: dict[int, RunnerHandle] = {}
 
     def phase(self, name: str, **extra: Any) -> None:

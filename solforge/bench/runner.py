@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if a.device.startswith("cuda"):
         torch.cuda.init()
-        torch.cuda.set_device(torch.device(a.device))
+        torch.cuda.set_device(torch.device(a.device).index or 0)
     serve(channel, a.device)
     sys.stdout.flush()
     os._exit(0)

@@ -11,7 +11,9 @@ takes the next item of the script:
   can depend on what the agent sent (echo a file it read, check an error it received).
 
 A request that finds the script empty gets HTTP 400 (not retried by the clients) and
-``server.exhausted`` is set, so a test fails loudly instead of hanging.
+``server.exhausted`` is set; a script function that raises (a failed ``assert`` on the
+request) also gets HTTP 400 and lands in ``server.errors``. Either way the agent stops at
+once and the test can say why, instead of hanging.
 
 Not covered: streaming, parallel requests to one script (they are served one at a time,
 in order).
@@ -114,6 +116,7 @@ class ScriptedServer:
         self.script = list(script)
         self.requests: list[Request] = []
         self.exhausted = False
+        self.errors: list[str] = []  # checks inside script functions that failed
         self.max_body = max_body  # bodies longer than this get a context-length error
         self._lock = threading.Lock()
         server = self
@@ -122,7 +125,7 @@ class ScriptedServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 n = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(n)
                 req = Request(self.path, json.loads(raw or b"{}"), dict(self.headers))
@@ -153,7 +156,7 @@ class ScriptedServer:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -175,7 +178,11 @@ class ScriptedServer:
                 return _error(req.api, HttpError(400, "loopback script exhausted"))
             item = self.script.pop(0)
         if callable(item):
-            item = item(req)
+            try:
+                item = item(req)
+            except Exception as e:  # a failed check in a script: fail the test, not the thread
+                self.errors.append(f"{type(e).__name__}: {e}")
+                return _error(req.api, HttpError(400, f"loopback script check failed: {e}"))
         if isinstance(item, HttpError):
             return _error(req.api, item)
         return 200, (_anthropic(item, req) if req.api == "anthropic" else _openai(item, req)), {}

@@ -1,8 +1,8 @@
 """solforge.kernels.triton against PyTorch references, on ragged shapes, under the interpreter.
 
 The references are the eager code each kernel reproduces (HF transformers, vLLM, DeepSeek).
-bf16 tolerances are one bf16 step: the interpreter's fp32 -> bf16 cast truncates where a
-GPU rounds to nearest. FP8 and int8 outputs must match exactly.
+Tolerances are one step of the output dtype (fp32 math that differs from PyTorch's in the
+last bit can flip a rounding); FP8 and int8 outputs must match exactly.
 """
 
 import os
@@ -13,11 +13,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+pytest.importorskip("triton")  # an optional dependency: solforge[triton]
+
 import solforge.kernels.triton as K  # noqa: E402
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 FP8 = torch.float8_e4m3fn
-TOL = {BF16: 1.6e-2, FP16: 2e-3, FP32: 1e-5}
+TOL = {BF16: 8e-3, FP16: 1e-3, FP32: 1e-5}
 ROWS = [(1, 257), (13, 509), (2, 3, 131)]  # a single row, prime dims, 3-D leading shape
 
 

@@ -17,7 +17,7 @@ from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm
 from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
-from solforge.kernels.triton.softmax import softmax
+from solforge.kernels.triton.row_softmax import softmax
 
 __all__ = [
     "add_rms_norm",

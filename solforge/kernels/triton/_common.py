@@ -1,4 +1,4 @@
-"""What the kernel modules share: the autotune space, row views, and the fp32 activations.
+"""What the kernel modules share: the autotune space, row views, casts, fp32 activations.
 
 Every kernel autotunes over a few GPU configs. Under ``TRITON_INTERPRET=1`` (Triton's CPU
 interpreter, how solforge runs Triton on a machine without a GPU) the autotuner would run
@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_INTERPRET = tl.constexpr(INTERPRET)
 
 
 def autotune_configs(gpu: list[triton.Config], interpret: triton.Config) -> list[triton.Config]:
@@ -38,6 +39,44 @@ def row_block(n: int, limit: int = 65536) -> int:
         raise ValueError(f"rows of {n} elements exceed this kernel's limit of {limit} "
                          "(it keeps a whole row in registers)")
     return triton.next_power_of_2(n)
+
+
+@triton.jit
+def cast_rne(x, dtype: tl.constexpr):
+    """``x.to(dtype)`` rounding to nearest even, as a GPU's cast and PyTorch's do.
+
+    The interpreter's casts to bf16 and e4m3 do not: bf16 truncates (a bias that sums up
+    in a following GEMM) and e4m3 can drop a carry (a 2x error). Under the interpreter those
+    two are rounded on the bits first, so its cast only meets representable values; the
+    branch is compiled out on a GPU. For e4m3, ``x`` must already be within [-448, 448].
+    """
+    if _INTERPRET:
+        if dtype == tl.bfloat16:
+            x = _round_mantissa(x.to(tl.float32), 7)
+        elif dtype == tl.float8e4nv:
+            x = _round_to_e4m3(x.to(tl.float32))
+    return x.to(dtype)
+
+
+@triton.jit
+def _round_mantissa(x, BITS: tl.constexpr):
+    """fp32 ``x`` rounded half to even to ``BITS`` mantissa bits, on the integer bits (a
+    carry out of the mantissa correctly bumps the exponent)."""
+    DROP: tl.constexpr = 23 - BITS
+    bits = x.to(tl.int32, bitcast=True)
+    bits = (bits + ((1 << (DROP - 1)) - 1) + ((bits >> DROP) & 1)) & -(1 << DROP)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _round_to_e4m3(x):
+    normal = _round_mantissa(x, 3)
+    # below 2^-6 e4m3 is subnormal with a fixed step of 2^-9: adding 1.5 * 2^14 makes fp32's
+    # own round-half-to-even drop exactly the bits below that step; done on |x| and the
+    # sign put back, so values that round to zero keep theirs (-0.0, as torch's cast)
+    tiny = (tl.abs(x) + 24576.0) - 24576.0
+    subnormal = tl.where(x.to(tl.int32, bitcast=True) < 0, -tiny, tiny)
+    return tl.where(tl.abs(x) < 0.015625, subnormal, normal)
 
 
 # Activations on fp32 values, shared by the bias+activation and gated-unit kernels.

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
-    activation_code, apply_activation, as_rows, autotune_configs)
+    activation_code, apply_activation, as_rows, autotune_configs, cast_rne)
 
 _CONFIGS = autotune_configs(
     [triton.Config({"BLOCK_N": 1024}, num_warps=4),
@@ -37,9 +37,9 @@ def _bias_act_kernel(x_ptr, b_ptr, y_ptr, N, stride_x, stride_y,
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
     if HAS_BIAS:
         b = tl.load(b_ptr + cols, mask=mask, other=0.0)
-        x = (x.to(tl.float32) + b.to(tl.float32)).to(x.dtype)
+        x = cast_rne(x.to(tl.float32) + b.to(tl.float32), x.dtype)
     y = apply_activation(x.to(tl.float32), ACT)
-    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + row * stride_y + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
 def bias_act(x: torch.Tensor, bias: torch.Tensor | None = None,

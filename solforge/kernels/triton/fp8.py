@@ -15,10 +15,8 @@ Divisions are rounded as eager PyTorch rounds them, since a tie can flip an fp8 
 (On CUDA PyTorch also computes ``tensor / number`` as a product with the reciprocal, so a
 GPU reference's scales can differ from these in the last bit.)
 
-Every value is clamped to [-448, 448] and rounded to nearest even. The rounding is done in
-software (``_round_to_e4m3``) so that the final cast only meets representable values: the
-hardware cast rounds the same way, but the Triton interpreter's cast does not, and one
-code path means the CPU tests test what the GPU runs.
+Every value is clamped to [-448, 448] and cast rounding to nearest even (``cast_rne``; on
+a GPU that is one ``cvt.rn.satfinite`` per two values).
 
 Not covered: e5m2 and the fnuz formats; column-major or TMA-aligned scale layouts; UE8M0
 (power-of-two) scales; an all-zero tensor's per-tensor scale (0, so q is NaN, as in the
@@ -31,23 +29,9 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import as_rows, autotune_configs
+from solforge.kernels.triton._common import as_rows, autotune_configs, cast_rne
 
 FP8 = torch.float8_e4m3fn
-
-
-@triton.jit
-def _round_to_e4m3(x):
-    """``x`` (fp32, already in [-448, 448]) rounded to the nearest even e4m3 value."""
-    # normal range: keep 3 of fp32's 23 mantissa bits, rounding half to even on the bits
-    bits = x.to(tl.int32, bitcast=True)
-    normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000).to(tl.float32, bitcast=True)
-    # below 2^-6 e4m3 is subnormal with a fixed step of 2^-9: adding 1.5 * 2^14 makes fp32's
-    # own round-to-nearest-even drop exactly the bits below that step; done on |x| and the
-    # sign put back, so values that round to zero keep theirs (-0.0, as torch's cast)
-    tiny = (tl.abs(x) + 24576.0) - 24576.0
-    subnormal = tl.where(bits < 0, -tiny, tiny)
-    return tl.where(tl.abs(x) < 0.015625, subnormal, normal)
 
 
 @triton.jit
@@ -55,7 +39,7 @@ def _to_e4m3(x):
     # NaN stays NaN through the clamp, as torch.clamp keeps it
     x = tl.minimum(tl.maximum(x, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
                    propagate_nan=tl.PropagateNan.ALL)
-    return _round_to_e4m3(x).to(tl.float8e4nv)
+    return cast_rne(x, tl.float8e4nv)
 
 
 _FLAT_CONFIGS = autotune_configs(
@@ -222,7 +206,7 @@ def _dequant_kernel(q_ptr, s_ptr, y_ptr, M, N, block_m, block_n,
     rows64 = rows.to(tl.int64)[:, None]
     q = tl.load(q_ptr + rows64 * stride_q + cols[None, :], mask=mask, other=0.0)
     tl.store(y_ptr + rows64 * stride_y + cols[None, :],
-             (q.to(tl.float32) * s).to(y_ptr.dtype.element_ty), mask=mask)
+             cast_rne(q.to(tl.float32) * s, y_ptr.dtype.element_ty), mask=mask)
 
 
 def fp8_dequant(q: torch.Tensor, scale: torch.Tensor, block: tuple[int, int] | None = (128, 128),

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
-    activation_code, apply_activation, as_rows, autotune_configs)
+    activation_code, apply_activation, as_rows, autotune_configs, cast_rne)
 
 _CONFIGS = autotune_configs(
     [triton.Config({"BLOCK_N": 1024}, num_warps=4),
@@ -36,9 +36,9 @@ def _glu_kernel(gate_ptr, up_ptr, y_ptr, N, stride_gate, stride_up, stride_y,
     mask = cols < N
     g = tl.load(gate_ptr + row * stride_gate + cols, mask=mask, other=0.0)
     u = tl.load(up_ptr + row * stride_up + cols, mask=mask, other=0.0)
-    a = apply_activation(g.to(tl.float32), ACT).to(g.dtype).to(tl.float32)
+    a = cast_rne(apply_activation(g.to(tl.float32), ACT), g.dtype).to(tl.float32)
     y = a * u.to(tl.float32)
-    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + row * stride_y + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
 def _glu(gate: torch.Tensor, up: torch.Tensor | None, activation: str) -> torch.Tensor:

@@ -32,10 +32,13 @@ def _int8_token_kernel(x_ptr, q_ptr, s_ptr, N, stride_x, stride_q, BLOCK_N: tl.c
     amax = tl.max(tl.abs(x), axis=0)
     # PyTorch evaluates the reference's `127.0 / amax` as `127.0 * (1 / amax)`
     v = x * (127.0 * tl.math.div_rn(1.0, amax))
-    # |v| <= 127 < 2^22, so adding and removing 1.5 * 2^23 leaves fp32's
-    # round-half-to-even integer (Triton has no portable rint)
-    v = (v + 12582912.0) - 12582912.0
-    q = tl.minimum(tl.maximum(v, -128.0), 127.0).to(tl.int8)
+    # |v| <= 127 already, so clamping before rounding changes nothing, but it keeps the
+    # compiler from contracting the product and the add below into an FMA, which would
+    # round the exact product rather than the reference's fp32 one
+    v = tl.minimum(tl.maximum(v, -128.0), 127.0)
+    # adding and removing 1.5 * 2^23 leaves fp32's round-half-to-even integer (Triton has
+    # no portable rint)
+    q = ((v + 12582912.0) - 12582912.0).to(tl.int8)
     tl.store(q_ptr + row * stride_q + cols, q, mask=mask)
     tl.store(s_ptr + row, tl.math.div_rn(amax, 127.0))
 

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import as_rows, autotune_configs, row_block
+from solforge.kernels.triton._common import as_rows, autotune_configs, cast_rne, row_block
 
 _CONFIGS = autotune_configs(
     [triton.Config({}, num_warps=w) for w in (2, 4, 8, 16)],
@@ -39,7 +39,7 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, eps, stride_x, stride_y,
         y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + row * stride_y + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None,

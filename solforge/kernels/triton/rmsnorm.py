@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import as_rows, autotune_configs, row_block
+from solforge.kernels.triton._common import as_rows, autotune_configs, cast_rne, row_block
 
 _CONFIGS = autotune_configs(
     [triton.Config({}, num_warps=w) for w in (2, 4, 8, 16)],
@@ -40,7 +40,7 @@ def _rmsnorm_kernel(x_ptr, res_ptr, res_out_ptr, w_ptr, y_ptr, N, eps,
         r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0)
         # the new residual stream is rounded to its dtype before it is normalised, as an
         # unfused `residual + x` would be
-        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        x = cast_rne(x.to(tl.float32) + r.to(tl.float32), x.dtype)
         tl.store(res_out_ptr + row * stride_res_out + cols, x, mask=mask)
     h = x.to(tl.float32)
     rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)
@@ -49,8 +49,8 @@ def _rmsnorm_kernel(x_ptr, res_ptr, res_out_ptr, w_ptr, y_ptr, N, eps,
     if OFFSET_WEIGHT:
         y = h * (1.0 + w)
     else:
-        y = h.to(x.dtype).to(tl.float32) * w
-    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        y = cast_rne(h, x.dtype).to(tl.float32) * w
+    tl.store(y_ptr + row * stride_y + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
 def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,

@@ -20,11 +20,11 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import autotune_configs
+from solforge.kernels.triton._common import autotune_configs, cast_rne
 
 _CONFIGS = autotune_configs(
     [triton.Config({"BLOCK_H": h}, num_warps=w) for h, w in ((1, 1), (2, 2), (4, 4), (8, 4))],
-    triton.Config({"BLOCK_H": 2}, num_warps=1),
+    triton.Config({"BLOCK_H": 4}, num_warps=1),
 )
 
 
@@ -35,22 +35,24 @@ def _rotate_heads(x_ptr, o_ptr, bias_ptr, b, s, head0, H,
     heads = head0 + tl.arange(0, BLOCK_H)
     d = tl.arange(0, BLOCK_HALF)
     mask = (heads[:, None] < H) & (d[None, :] < HALF)
-    x_base = x_ptr + b * sxb + s * sxs + heads[:, None] * sxh + d[None, :]
+    h64 = heads.to(tl.int64)[:, None]  # heads * a long sequence's head stride passes 2^31
+    x_base = x_ptr + b * sxb + s * sxs + h64 * sxh + d[None, :]
     x1 = tl.load(x_base, mask=mask, other=0.0)
     x2 = tl.load(x_base + HALF, mask=mask, other=0.0)
     dt = x1.dtype
     if HAS_BIAS:
         b_base = bias_ptr + heads[:, None] * (2 * HALF) + d[None, :]
-        x1 = (x1.to(tl.float32) + tl.load(b_base, mask=mask, other=0.0).to(tl.float32)).to(dt)
-        x2 = (x2.to(tl.float32)
-              + tl.load(b_base + HALF, mask=mask, other=0.0).to(tl.float32)).to(dt)
+        b1 = tl.load(b_base, mask=mask, other=0.0).to(tl.float32)
+        b2 = tl.load(b_base + HALF, mask=mask, other=0.0).to(tl.float32)
+        x1 = cast_rne(x1.to(tl.float32) + b1, dt)
+        x2 = cast_rne(x2.to(tl.float32) + b2, dt)
     x1 = x1.to(tl.float32)
     x2 = x2.to(tl.float32)
-    o1 = (x1 * c1).to(dt).to(tl.float32) - (x2 * s1).to(dt).to(tl.float32)
-    o2 = (x2 * c2).to(dt).to(tl.float32) + (x1 * s2).to(dt).to(tl.float32)
-    o_base = o_ptr + b * sob + s * sos + heads[:, None] * soh + d[None, :]
-    tl.store(o_base, o1.to(dt), mask=mask)
-    tl.store(o_base + HALF, o2.to(dt), mask=mask)
+    o1 = cast_rne(x1 * c1, dt).to(tl.float32) - cast_rne(x2 * s1, dt).to(tl.float32)
+    o2 = cast_rne(x2 * c2, dt).to(tl.float32) + cast_rne(x1 * s2, dt).to(tl.float32)
+    o_base = o_ptr + b * sob + s * sos + h64 * soh + d[None, :]
+    tl.store(o_base, cast_rne(o1, dt), mask=mask)
+    tl.store(o_base + HALF, cast_rne(o2, dt), mask=mask)
 
 
 @triton.autotune(configs=_CONFIGS, key=["HQ", "HK", "HALF"])
@@ -174,8 +176,8 @@ def _cos_sin_kernel(pos_ptr, inv_freq_ptr, cos_ptr, sin_ptr, T, HALF,
     # one fp32 product per angle, as HF's inv_freq @ positions.float() (a K=1 matmul) gives
     angle = pos[:, None] * inv_freq[None, :]
     out = t.to(tl.int64)[:, None] * (2 * HALF) + d[None, :]
-    c = tl.cos(angle).to(cos_ptr.dtype.element_ty)
-    s = tl.sin(angle).to(sin_ptr.dtype.element_ty)
+    c = cast_rne(tl.cos(angle), cos_ptr.dtype.element_ty)
+    s = cast_rne(tl.sin(angle), sin_ptr.dtype.element_ty)
     tl.store(cos_ptr + out, c, mask=mask)
     tl.store(cos_ptr + out + HALF, c, mask=mask)
     tl.store(sin_ptr + out, s, mask=mask)

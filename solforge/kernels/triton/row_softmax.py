@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import INTERPRET, as_rows, autotune_configs
+from solforge.kernels.triton._common import INTERPRET, as_rows, autotune_configs, cast_rne
 
 # The interpreter's tile is small so CPU runs exercise the multi-tile path too.
 _MAX_TILE = 128 if INTERPRET else 8192
@@ -38,7 +38,7 @@ def _softmax_kernel(x_ptr, y_ptr, N, stride_x, stride_y,
         x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
         e = tl.exp(x - tl.max(x, axis=0))
         y = e * (1.0 / tl.sum(e, axis=0))
-        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
     else:
         m = tl.full((), float("-inf"), tl.float32)
         total = tl.full((), 0.0, tl.float32)
@@ -53,7 +53,7 @@ def _softmax_kernel(x_ptr, y_ptr, N, stride_x, stride_y,
             mask = start + cols < N
             x = tl.load(x_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
             y = tl.exp(x - m) * inv
-            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+            tl.store(y_row + start + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
 def softmax(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
