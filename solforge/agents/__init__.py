@@ -2,7 +2,8 @@
 
 ::
 
-    clients.py           ModelClient protocol, messages, settings, registry, retries
+    clients.py           ModelClient protocol, messages, config, registry, retries
+    settings.py          model settings from flags, a config file, the environment
     openai_client.py     OpenAI-compatible chat completions (openai SDK)
     anthropic_client.py  Anthropic messages (anthropic SDK)
     pricing.py           list prices per model-name pattern
@@ -35,7 +36,6 @@ from solforge.agents.clients import (
     Usage,
     make_client,
     register_client,
-    resolve_model_config,
 )
 from solforge.agents.errors import (
     AgentExit,
@@ -49,6 +49,7 @@ from solforge.agents.errors import (
 )
 from solforge.agents.loop import Agent, AgentConfig, AgentResult
 from solforge.agents.optimize import OptimizeResult, optimize_llm
+from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import Toolbox, ToolConfig
 from solforge.agents.worker import WorkerConfig, WorkerResult, run_llm_worker
 

@@ -10,10 +10,8 @@ naming a callable that registers), so there is one door:
   Ollama, OpenRouter, DeepSeek, ...), native tool calls (``openai_client.py``);
 - ``anthropic``: Anthropic's messages API, native tool use (``anthropic_client.py``).
 
-Settings come from, in order: arguments (CLI flags), a TOML config file
-(``--llm-config``, ``$SOLFORGE_LLM_CONFIG`` or ``~/.config/solforge/llm.toml``), the
-usual environment variables (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``,
-``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``). Retries (429, 5xx, connection errors,
+Where the settings come from (flags, a config file, the environment) is
+``settings.py``. Retries (429, 5xx, connection errors,
 timeouts) are done here with exponential backoff and jitter, honouring ``Retry-After``;
 the SDKs' own retries are off so every wait is visible to the caller.
 
@@ -23,18 +21,14 @@ server-side tools, prompt caching controls.
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import random
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -223,87 +217,6 @@ def make_client(config: ModelConfig) -> ModelClient:
     except ImportError as e:
         raise ModelError(f"the {config.api} client needs its SDK ({e.name}): "
                          "pip install 'solforge[llm]'") from None
-
-
-# -- resolving settings -------------------------------------------------------------------------
-def default_config_file() -> Path | None:
-    env = os.environ.get("SOLFORGE_LLM_CONFIG")
-    if env:
-        return Path(env).expanduser()
-    p = Path.home() / ".config" / "solforge" / "llm.toml"
-    return p if p.is_file() else None
-
-
-def _is_local(url: str | None) -> bool:
-    if not url:
-        return False
-    host = urlparse(url).hostname or ""
-    if host in ("localhost", "host.docker.internal") or host.endswith(".local"):
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_private or ip.is_link_local
-
-
-def resolve_model_config(model: str | None = None, api: str | None = None,
-                         base_url: str | None = None, api_key: str | None = None,
-                         config_file: str | Path | None = None, **overrides: Any
-                         ) -> ModelConfig:
-    """Settings from arguments, then the config file, then the environment.
-
-    The config file is TOML with :class:`ModelConfig`'s fields at the top level, and
-    ``api_key_env`` naming a variable to read the key from. The API defaults to
-    ``anthropic`` for models named ``claude*``, else ``openai``. A server on this machine
-    or a private network (vLLM, Ollama) needs no key. Raises :class:`ModelError` with the
-    one thing to set when something is missing.
-    """
-    path = Path(config_file).expanduser() if config_file else default_config_file()
-    file: dict[str, Any] = {}
-    if path is not None:
-        if not path.is_file():
-            raise ModelError(f"LLM config file {path} does not exist: fix --llm-config or "
-                             "$SOLFORGE_LLM_CONFIG")
-        try:
-            import tomllib  # Python 3.11+
-        except ModuleNotFoundError:
-            raise ModelError(f"reading {path} needs Python 3.11 or later (tomllib); pass "
-                             "the settings as flags or environment variables") from None
-        try:
-            file = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise ModelError(f"LLM config file {path} is not valid TOML: {e}") from None
-    model = model or file.get("model")
-    if not model:
-        raise ModelError("no model given: pass --model (e.g. gpt-4.1, claude-sonnet-4-5, or "
-                         "the name your vLLM/Ollama server serves) or set model in the "
-                         "LLM config file")
-    api = api or file.get("api") or ("anthropic" if model.lower().startswith("claude")
-                                     else "openai")
-    clients = registered_clients()
-    if api not in clients:
-        raise ModelError(f"unknown --api {api!r}; use one of: {', '.join(clients)}")
-    info = clients[api]
-    base_url = base_url or file.get("base_url") or \
-        (os.environ.get(info.base_url_env) if info.base_url_env else None) or None
-    key = api_key or file.get("api_key")
-    if not key and file.get("api_key_env"):
-        key = os.environ.get(str(file["api_key_env"]))
-    if not key and info.key_env:
-        key = os.environ.get(info.key_env)
-    if not key:
-        if not _is_local(base_url):
-            where = base_url or info.default_url or "the default endpoint"
-            what = f"set {info.key_env}" if info.key_env else "pass --api-key"
-            raise ModelError(f"no API key for {api} at {where}: {what} (or pass --api-key, "
-                             "or api_key_env in the LLM config file)")
-        key = "not-needed"  # local servers accept any key; the SDKs insist on one
-    fields = {k: v for k, v in file.items() if k in ModelConfig.model_fields
-              and k not in ("api", "model", "base_url", "api_key")}
-    fields.update({k: v for k, v in overrides.items() if v is not None})
-    return ModelConfig(api=api, model=model, base_url=base_url, api_key=SecretStr(key),
-                       **fields)
 
 
 # -- retries ------------------------------------------------------------------------------------

@@ -40,9 +40,12 @@ class AgentConfig(BaseModel):
     step_limit: int = Field(60, ge=0, description="model calls, at most")
     token_limit: int = Field(0, ge=0, description="input + output tokens over all calls")
     cost_limit_usd: float = Field(10.0, ge=0, description="dollars (needs a known price)")
-    time_limit_s: float = Field(3600.0, ge=0, description="wall-clock seconds, tools included")
+    time_limit_s: float = Field(3600.0, ge=0, description="wall-clock seconds, tools "
+                                "included; checked before each model call, so one step's "
+                                "tools may run past it")
     context_tokens: int = Field(100_000, ge=1000, description="budget of one request's prompt")
-    keep_recent_outputs: int = Field(3, ge=1, description="tool results never trimmed")
+    keep_recent_outputs: int = Field(3, ge=1, description="newest tool results the first "
+                                     "trimming pass spares (the second spares the last)")
     max_idle_turns: int = Field(3, ge=1, description="turns in a row without a tool call")
 
 

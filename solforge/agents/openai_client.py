@@ -11,6 +11,7 @@ answer (it is dropped: the next request does not carry it back).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +38,8 @@ def to_openai(system: str, messages: list[Message]) -> list[dict[str, Any]]:
             msg: dict[str, Any] = {"role": "assistant", "content": m.content or None}
             if m.tool_calls:
                 msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                      "function": {"name": c.name, "arguments": c.arguments}}
+                                      "function": {"name": c.name,
+                                                   "arguments": _valid_json(c.arguments)}}
                                      for c in m.tool_calls]
             elif not m.content:
                 msg["content"] = ""
@@ -45,6 +47,16 @@ def to_openai(system: str, messages: list[Message]) -> list[dict[str, Any]]:
         else:
             out.append({"role": "user", "content": m.content})
     return out
+
+
+def _valid_json(arguments: str) -> str:
+    """Arguments as sent back in the history: servers whose chat templates parse them
+    (vLLM, SGLang) reject the request when a past call's arguments were not JSON."""
+    try:
+        json.loads(arguments or "{}")
+        return arguments or "{}"
+    except json.JSONDecodeError:
+        return json.dumps({"unparsable_arguments": arguments[:2000]})
 
 
 class OpenAIClient:
@@ -93,8 +105,11 @@ class OpenAIClient:
             fn = getattr(tc, "function", None)
             if fn is None:  # a custom (non-function) tool call: not ours
                 continue
+            args = fn.arguments
+            if not isinstance(args, str):  # some servers send an object, not JSON text
+                args = json.dumps(args or {})
             calls.append(ToolCall(id=tc.id or f"call_{uuid.uuid4().hex[:16]}", name=fn.name,
-                                  arguments=fn.arguments or "{}"))
+                                  arguments=args or "{}"))
         usage = response.usage
         n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         n_out = int(getattr(usage, "completion_tokens", 0) or 0)

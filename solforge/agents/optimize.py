@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from solforge.agents import prompts
-from solforge.agents.clients import ModelClient, resolve_model_config
+from solforge.agents.clients import ModelClient
 from solforge.agents.loop import AgentConfig
+from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
 from solforge.agents.worker import WorkerConfig, WorkerResult, run_llm_worker
 from solforge.bench.evaluator import Evaluator

@@ -8,7 +8,8 @@ whose results are cached by content hash).
 
 A file may state its language with a top-level ``LANGUAGE = "triton"``; otherwise the
 imports decide: ``cutlass`` → cute_dsl, ``load_inline`` / ``solforge.kernels.cuda`` →
-cuda_cpp, ``triton`` → triton, else pytorch. Detection reads the source (AST); it never
+cuda_cpp, ``triton`` / ``solforge.kernels.triton`` (the kernel library) → triton, else
+pytorch. Detection reads the source (AST); it never
 runs it.
 
 Not covered: multi-file solutions (a solution is one file; it may read files next to it).
@@ -92,7 +93,7 @@ register_language(Language(
 ))
 register_language(Language(
     name="triton",
-    detect=lambda imp, src: _has(imp, "triton"),
+    detect=lambda imp, src: _has(imp, "triton", "solforge.kernels.triton"),
     cpu_env={"TRITON_INTERPRET": "1"},
     description="Triton; on a CPU it runs under the Triton interpreter",
 ))

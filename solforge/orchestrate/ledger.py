@@ -79,8 +79,10 @@ class Ledger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        # executescript commits on its own: the schema is created outside a transaction
+        # (every statement in it is idempotent)
+        self._db().executescript(_SCHEMA)
         with self._tx() as db:
-            db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         found = int(self.get_meta("schema") or SCHEMA_VERSION)
         if found > SCHEMA_VERSION:

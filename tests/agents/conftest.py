@@ -21,51 +21,10 @@ WRONG = GOOD.replace("* 1.5", "* 1.25")  # runs, returns the wrong values
 
 def fast_options(**kw) -> EvalOptions:
     """CPU, eager baseline only, short timing: an evaluation takes a couple of seconds."""
-    base = dict(device="cpu", baselines=["eager"], budget_ms=40, timeout_s=60, trials=2,
-                seed=1)
+    base: dict = {"device": "cpu", "baselines": ["eager"], "budget_ms": 40, "timeout_s": 60,
+                  "trials": 2, "seed": 1}
     base.update(kw)
     return EvalOptions(**base)
-
-
-def _ledger_works() -> bool:
-    import tempfile
-
-    from solforge.orchestrate.ledger import Ledger
-
-    try:
-        Ledger(Path(tempfile.mkdtemp()) / "probe.sqlite").close()
-        return True
-    except Exception:
-        return False
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _ledger_schema_outside_transaction():
-    """Work around solforge/orchestrate/ledger.py as committed: its constructor runs
-    ``executescript`` inside ``BEGIN IMMEDIATE``, and ``executescript`` commits first, so the
-    closing COMMIT fails ("cannot commit - no transaction is active") and no run can be
-    created. Applied only while that bug is there; the fix belongs in ledger.py (create the
-    schema before opening the transaction), after which this fixture does nothing."""
-    if _ledger_works():
-        yield
-        return
-    from solforge.orchestrate import ledger as ledger_module
-
-    def init(self, path):
-        import threading
-
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._db().executescript(ledger_module._SCHEMA)
-        with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
-                       (str(ledger_module.SCHEMA_VERSION),))
-
-    original = ledger_module.Ledger.__init__
-    ledger_module.Ledger.__init__ = init
-    yield
-    ledger_module.Ledger.__init__ = original
 
 
 @pytest.fixture(scope="session")
@@ -76,10 +35,10 @@ def evaluator():
 
 def model_config(url: str, api: str = "openai", **kw) -> ModelConfig:
     """Settings for a loopback server: no real waits between retries."""
-    base = dict(api=api, model="claude-test" if api == "anthropic" else "gpt-test",
-                base_url=url, api_key=SecretStr("test-key"), backoff_s=0.01,
-                backoff_max_s=0.05, max_retries=3, timeout_s=30, price_in=1.0,
-                price_out=2.0)
+    base: dict = {"api": api, "model": "claude-test" if api == "anthropic" else "gpt-test",
+                  "base_url": url, "api_key": SecretStr("test-key"), "backoff_s": 0.01,
+                  "backoff_max_s": 0.05, "max_retries": 3, "timeout_s": 30, "price_in": 1.0,
+                  "price_out": 2.0}
     base.update(kw)
     return ModelConfig(**base)
 

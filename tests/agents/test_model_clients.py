@@ -16,9 +16,9 @@ from solforge.agents.clients import (
     ToolSpec,
     make_client,
     register_client,
-    resolve_model_config,
 )
 from solforge.agents.errors import ContextTooLong, FormatError, ModelError
+from solforge.agents.settings import resolve_model_config
 from tests.agents.conftest import model_config
 from tests.agents.loopback import HttpError, Reply, ScriptedServer
 

@@ -143,5 +143,5 @@ def test_language_restriction_is_enforced(toolbox):
     out = call(toolbox, "evaluate", thought="plain PyTorch first")
     assert out.startswith("evaluate: COMPILE_ERROR"), out
     assert "accepts only triton" in out
-    source, path, reasoning = toolbox.recorder.attempts[0]
+    _, path, reasoning = toolbox.recorder.attempts[0]
     assert (path, reasoning) == ("solution.py", "plain PyTorch first")

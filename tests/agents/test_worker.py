@@ -143,6 +143,9 @@ def test_failing_candidate_is_diagnosed_and_fixed(tmp_path):
 def test_malformed_calls_and_idle_turns_then_step_limit(tmp_path):
     def after_bad_json(req: Request) -> Reply:
         assert "not valid JSON" in req.last_tool_output()
+        # the history sent back is valid JSON (servers' chat templates parse it)
+        sent = req.body["messages"][2]["tool_calls"][0]["function"]["arguments"]
+        assert json.loads(sent)["unparsable_arguments"].startswith('{"path"')
         return Reply("", [("read_file", {"paht": "problem.py"}),
                           ("does_not_exist", {})])
 
@@ -322,3 +325,37 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     again = optimize_llm([str(TINY)], client=make_client(model_config("http://127.0.0.1:9/v1")),
                          run_dir=run_dir, eval_options=fast_options(), resume=True)
     assert (again.results[0].status, again.results[0].verdict) == ("submitted", "PASSED")
+
+
+def test_diagnoser_starts_from_the_given_candidate(tmp_path, evaluator):
+    bad = tmp_path / "bad.py"
+    bad.write_text(WRONG)
+
+    def look(req: Request) -> Reply:
+        assert "# Role: diagnoser" in req.system()
+        assert "solution.py (the candidate to start from)" in req.user_texts()[0]
+        return Reply("Read the candidate.", [("read_file", {})])
+
+    with ScriptedServer([look]) as s:
+        run = Run.create(tmp_path / "run", RunSpec(agent="llm"))
+        cfg = WorkerConfig(model=model_config(s.base_url), role="diagnoser", start_from=bad,
+                           agent=AgentConfig(step_limit=1))
+        res = run_llm_worker(run, load_problem(TINY), evaluator, cfg)
+    check_clean(s)
+    assert res.status == "limits_exceeded"
+    assert (workspace_of(tmp_path / "run") / "solution.py").read_text() == WRONG
+
+
+def test_a_bug_in_a_client_ends_the_problem_with_a_record(tmp_path, evaluator):
+    class Broken:
+        config = model_config("http://127.0.0.1:9/v1")
+
+        def complete(self, system, messages, tools, on_retry=None):
+            raise RuntimeError("plug-in bug")
+
+    run = Run.create(tmp_path / "run", RunSpec(agent="llm"))
+    res = run_llm_worker(run, load_problem(TINY), evaluator, WorkerConfig(), client=Broken())
+    assert (res.status, res.message) == ("error", "RuntimeError: plug-in bug")
+    exit_line = lines(Path(res.trajectory))[-1]
+    assert exit_line["status"] == "error" and "plug-in bug" in exit_line["data"]["traceback"]
+    assert run.show()["problems"][0]["state"] == "failed"

@@ -36,7 +36,15 @@ def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4):
 
 def compile_all():
     from solforge.kernels.triton import (
-        activation, fp8, glu, int8, layernorm, rmsnorm, rope, row_softmax)
+        activation,
+        fp8,
+        glu,
+        int8,
+        layernorm,
+        rmsnorm,
+        rope,
+        row_softmax,
+    )
 
     for res, off in ((False, False), (True, True)):
         _compile(rmsnorm._rmsnorm_kernel,
@@ -83,7 +91,7 @@ def test_kernels_compile_for_sm90(tmp_path):
     env["TRITON_CACHE_DIR"] = str(tmp_path)  # a real compile, and nothing left in ~/.triton
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9 warns when unset
     proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
-                          timeout=300)
+                          check=False, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 

@@ -7,15 +7,15 @@ last bit can flip a rounding); FP8 and int8 outputs must match exactly.
 
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+os.environ["TRITON_INTERPRET"] = "1"  # read by the kernels when they are imported, below
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import pytest
+import torch
+import torch.nn.functional as F
 
 pytest.importorskip("triton")  # an optional dependency: solforge[triton]
 
-import solforge.kernels.triton as K  # noqa: E402
+import solforge.kernels.triton as K
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 FP8 = torch.float8_e4m3fn
@@ -151,7 +151,7 @@ def test_rope_transposed_views_with_bias():
     k = torch.randn(b, s, hk * d, dtype=BF16)
     qb, kb = torch.randn(hq * d, dtype=BF16), torch.randn(hk * d, dtype=BF16)
     cos, sin = K.rope_cos_sin(torch.arange(s).expand(b, s), inv_freq(d), BF16)
-    heads = lambda t, h: t.view(b, s, h, d).transpose(1, 2)  # noqa: E731
+    heads = lambda t, h: t.view(b, s, h, d).transpose(1, 2)
     qo, ko = K.rotary_embedding(heads(q, hq), heads(k, hk), cos, sin, q_bias=qb, k_bias=kb)
     c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
     qr, kr = heads(q + qb, hq), heads(k + kb, hk)
@@ -165,7 +165,7 @@ def test_rope_vllm_cache_positions():
     cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(BF16)  # half-width cos | sin
     pos = torch.randint(0, max_pos, (t,))
     q, k = torch.randn(t, hq * d, dtype=BF16), torch.randn(t, hk * d, dtype=BF16)
-    heads = lambda x, h: x.view(1, t, h, d).transpose(1, 2)  # noqa: E731
+    heads = lambda x, h: x.view(1, t, h, d).transpose(1, 2)
     qo, ko = K.rotary_embedding(heads(q, hq), heads(k, hk), cache[:, :d // 2],
                                 cache[:, d // 2:], pos.view(1, t))
     cos, sin = cache[pos].chunk(2, dim=-1)

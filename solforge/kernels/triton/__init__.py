@@ -11,7 +11,11 @@ On a machine without a GPU the kernels run under Triton's interpreter: set
 
 from solforge.kernels.triton.activation import bias_act
 from solforge.kernels.triton.fp8 import (
-    fp8_dequant, fp8_quant_per_block, fp8_quant_per_group, fp8_quant_per_tensor)
+    fp8_dequant,
+    fp8_quant_per_block,
+    fp8_quant_per_group,
+    fp8_quant_per_tensor,
+)
 from solforge.kernels.triton.glu import geglu, swiglu
 from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm

@@ -16,7 +16,12 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
-    activation_code, apply_activation, as_rows, autotune_configs, cast_rne)
+    activation_code,
+    apply_activation,
+    as_rows,
+    autotune_configs,
+    cast_rne,
+)
 
 _CONFIGS = autotune_configs(
     [triton.Config({"BLOCK_N": 1024}, num_warps=4),
@@ -52,7 +57,7 @@ def bias_act(x: torch.Tensor, bias: torch.Tensor | None = None,
     rows = as_rows(x)
     y = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     if rows.numel():
-        grid = lambda meta: (rows.shape[0], triton.cdiv(n, meta["BLOCK_N"]))  # noqa: E731
+        grid = lambda meta: (rows.shape[0], triton.cdiv(n, meta["BLOCK_N"]))
         _bias_act_kernel[grid](rows, bias if bias is not None else rows, y, n,
                                rows.stride(0), y.stride(0),
                                HAS_BIAS=bias is not None, ACT=act)

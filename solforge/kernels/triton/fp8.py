@@ -84,7 +84,7 @@ def fp8_quant_per_tensor(x: torch.Tensor, scale: torch.Tensor | None = None
         flat = flat.contiguous()
     q = torch.empty(x.shape, dtype=FP8, device=x.device)
     n = flat.numel()
-    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
     if scale is None:
         amax = torch.zeros(1, dtype=torch.float32, device=x.device)
         out_scale = torch.empty(1, dtype=torch.float32, device=x.device)
@@ -137,7 +137,7 @@ def fp8_quant_per_group(x: torch.Tensor, group_size: int = 128, eps: float = 1e-
     q = torch.empty(rows.shape, dtype=FP8, device=x.device)
     s = torch.empty((m, groups), dtype=torch.float32, device=x.device)
     if rows.numel():
-        grid = lambda meta: (triton.cdiv(m, meta["ROWS"]), groups)  # noqa: E731
+        grid = lambda meta: (triton.cdiv(m, meta["ROWS"]), groups)
         _quant_group_kernel[grid](rows, q, s, m, n, eps, rows.stride(0), q.stride(0),
                                   s.stride(0), GROUP=group_size)
     return q.view(x.shape), s.view(*x.shape[:-1], groups)
@@ -235,6 +235,6 @@ def fp8_dequant(q: torch.Tensor, scale: torch.Tensor, block: tuple[int, int] | N
         s_strides = scale.stride()
     y = torch.empty((m, n), dtype=out_dtype, device=q.device)
     if q.numel():
-        grid = lambda meta: (triton.cdiv(m, meta["TILE_M"]), triton.cdiv(n, meta["TILE_N"]))  # noqa: E731
+        grid = lambda meta: (triton.cdiv(m, meta["TILE_M"]), triton.cdiv(n, meta["TILE_N"]))
         _dequant_kernel[grid](q, scale, y, m, n, bm, bn, q.stride(0), *s_strides, y.stride(0))
     return y

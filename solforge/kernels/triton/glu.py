@@ -16,7 +16,12 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
-    activation_code, apply_activation, as_rows, autotune_configs, cast_rne)
+    activation_code,
+    apply_activation,
+    as_rows,
+    autotune_configs,
+    cast_rne,
+)
 
 _CONFIGS = autotune_configs(
     [triton.Config({"BLOCK_N": 1024}, num_warps=4),
@@ -58,7 +63,7 @@ def _glu(gate: torch.Tensor, up: torch.Tensor | None, activation: str) -> torch.
         out_shape = gate.shape
     y = torch.empty((g_rows.shape[0], n), dtype=gate.dtype, device=gate.device)
     if y.numel():
-        grid = lambda meta: (y.shape[0], triton.cdiv(n, meta["BLOCK_N"]))  # noqa: E731
+        grid = lambda meta: (y.shape[0], triton.cdiv(n, meta["BLOCK_N"]))
         _glu_kernel[grid](g_rows, u_rows, y, n, g_rows.stride(0), u_rows.stride(0),
                           y.stride(0), ACT=activation_code(activation))
     return y.view(out_shape)

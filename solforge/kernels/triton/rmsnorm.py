@@ -18,7 +18,12 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import as_rows, autotune_configs, cast_rne, row_block
+from solforge.kernels.triton._common import (
+    as_rows,
+    autotune_configs,
+    cast_rne,
+    row_block,
+)
 
 _CONFIGS = autotune_configs(
     [triton.Config({}, num_warps=w) for w in (2, 4, 8, 16)],

@@ -142,7 +142,7 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: t
     qo, ko = torch.empty_like(q), torch.empty_like(k)
     if q.numel() == 0:
         return qo, ko
-    grid = lambda meta: (bsz * seq,  # noqa: E731
+    grid = lambda meta: (bsz * seq,
                          triton.cdiv(hq, meta["BLOCK_H"]) + triton.cdiv(hk, meta["BLOCK_H"]))
     _rope_kernel[grid](
         q, k, qo, ko, q_bias if q_bias is not None else q, k_bias if k_bias is not None else k,
@@ -198,7 +198,7 @@ def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.d
     cos = torch.empty(shape, dtype=dtype, device=positions.device)
     sin = torch.empty(shape, dtype=dtype, device=positions.device)
     if pos.numel():
-        grid = lambda meta: (triton.cdiv(pos.numel(), meta["BLOCK_T"]),)  # noqa: E731
+        grid = lambda meta: (triton.cdiv(pos.numel(), meta["BLOCK_T"]),)
         _cos_sin_kernel[grid](pos, inv_freq.contiguous(), cos, sin, pos.numel(), half,
                               BLOCK_HALF=triton.next_power_of_2(half))
     return cos, sin

@@ -14,7 +14,12 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import INTERPRET, as_rows, autotune_configs, cast_rne
+from solforge.kernels.triton._common import (
+    INTERPRET,
+    as_rows,
+    autotune_configs,
+    cast_rne,
+)
 
 # The interpreter's tile is small so CPU runs exercise the multi-tile path too.
 _MAX_TILE = 128 if INTERPRET else 8192

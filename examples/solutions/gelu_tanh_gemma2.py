@@ -1,0 +1,14 @@
+"""gelu_tanh_gemma2 with solforge's Triton bias+activation kernel, bias-free, tanh GELU in fp32."""
+
+import torch
+import torch.nn as nn
+
+from solforge.kernels.triton import bias_act
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return bias_act(x, None, "gelu_tanh")
