@@ -160,27 +160,50 @@ def _timing_config(opts: EvalOptions) -> TimingConfig:
 def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Workload,
                   runner: RunnerHandle, opts: EvalOptions, deadline: float, seed: int,
                   res: WorkloadResult) -> Status | None:
+    """Time the candidate (and the baselines) and run every timing-side check.
+
+    With ``opts.rounds`` > 1 the candidate and fresh (uncached) baselines are measured in
+    alternation, round after round, and each figure is the median over all its rounds:
+    the re-measurement of a winner, so that a drift of the machine hits all alike.
+    """
     device = torch.device(opts.device)
     cfg = _timing_config(opts)
     rng = random.Random(seed ^ 0x5EED)
     pool = [I.make_inputs(module, w.params, (seed + 100_003 * (k + 1)) % (2**31), "normal",
                           device) for k in range(POOL_SETS)]
-    seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]
+    rounds = max(1, opts.rounds)
     judge.phase("timing", workload=w.name)
+    kernel: list[float] = []
+    latency: list[float] = []
+    base: dict[str, dict] = {}
     with device_slot(opts.device):
-        try:
-            reply = runner.ask({"op": "time", "pool": [I.clone_all(p) for p in pool],
-                                "seeds": seeds, "config": vars(cfg),
-                                "retain_bytes": RETAIN_BYTES, "seed": seed}, deadline)
-            picks = _pick_checked_calls(ref, pool, len(reply["kernel_ms"]),
-                                        random.SystemRandom(), seed)
-            kept = runner.ask({"op": "fetch", "indices": picks}, deadline)["outputs"]
-        except RunnerFailure as e:
-            return _failed(res, e)
-        status = _timed_outputs(ref, pool, seeds, reply, picks, kept, seed, problem, res)
-        if status is not None:
-            return status
-        base = _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
+        interleaved = _Interleaved(ref, opts, pool, cfg, device) if rounds > 1 else None
+        for _ in range(rounds):
+            seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]
+            try:
+                reply = runner.ask({"op": "time", "pool": [I.clone_all(p) for p in pool],
+                                    "seeds": seeds, "config": vars(cfg),
+                                    "retain_bytes": RETAIN_BYTES, "seed": seed}, deadline)
+                picks = _pick_checked_calls(ref, pool, len(reply["kernel_ms"]),
+                                            random.SystemRandom(), seed)
+                kept = runner.ask({"op": "fetch", "indices": picks}, deadline)["outputs"]
+            except RunnerFailure as e:
+                return _failed(res, e)
+            status = _timed_outputs(ref, pool, seeds, reply, picks, kept, seed, problem, res)
+            if status is not None:
+                return status
+            kernel += reply["kernel_ms"]
+            latency += reply["latency_ms"]
+            res.kernels = list(reply.get("kernels", []))[:64]
+            if interleaved is not None:
+                interleaved.measure(seeds)
+        res.time_ms, res.latency_ms = _median(kernel), _median(latency)
+        res.timed_calls = len(kernel)
+        res.time_spread = _spread(kernel)
+        if interleaved is not None:
+            base = interleaved.results(res)
+        else:
+            base = _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
         status = _host_batch(ref, pool, runner, opts, deadline, seed, res, problem)
     if status is not None:
         return status
@@ -193,6 +216,60 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
         res.speedup_vs_compile = res.compile_ms / res.time_ms
     _speed_of_light(problem, ref, w, pool[0], opts, res)
     return None
+
+
+def _spread(xs: list[float]) -> float | None:
+    ks = sorted(xs)
+    med = _median(ks)
+    if len(ks) < 4 or not med:
+        return None
+    return (ks[3 * len(ks) // 4] - ks[len(ks) // 4]) / med
+
+
+class _Interleaved:
+    """Fresh baselines measured round by round beside the candidate (never cached)."""
+
+    def __init__(self, ref: Any, opts: EvalOptions, pool: list[list[Any]], cfg: TimingConfig,
+                 device: torch.device) -> None:
+        self.pool, self.cfg, self.device = pool, cfg, device
+        self.fns: dict[str, Any] = {}
+        self.lists: dict[str, dict[str, list[float]]] = {}
+        self.errors: dict[str, str] = {}
+        for kind in opts.baselines:
+            try:
+                self.fns[kind] = _baseline_fn(ref, kind, opts)
+            except Exception as e:
+                self.errors[kind] = f"{type(e).__name__}: {str(e)[:300]}"
+
+    def measure(self, seeds: list[int]) -> None:
+        for kind, fn in list(self.fns.items()):
+            try:
+                with torch.no_grad():
+                    t = measure(fn, self.pool, self.device, self.cfg, seeds=seeds)
+                    host = _host_clock(fn, self.pool, seeds, self.device,
+                                       t.median_latency_ms or 0.1)
+            except Exception as e:
+                self.errors[kind] = f"{type(e).__name__}: {str(e)[:300]}"
+                del self.fns[kind]
+                continue
+            acc = self.lists.setdefault(kind, {"kernel": [], "latency": [], "host": []})
+            acc["kernel"] += t.kernel_ms
+            acc["latency"] += t.latency_ms
+            acc["host"].append(host)
+
+    def results(self, res: WorkloadResult) -> dict[str, dict]:
+        out = {}
+        for kind, acc in self.lists.items():
+            out[kind] = {"kernel_ms": _median(acc["kernel"]),
+                         "latency_ms": _median(acc["latency"]),
+                         "host_ms": _median(acc["host"])}
+            if kind == "eager":
+                res.eager_ms = out[kind]["kernel_ms"]
+            else:
+                res.compile_ms = out[kind]["kernel_ms"]
+        for kind, err in self.errors.items():
+            res.message = (res.message + f"; {kind} baseline failed: {err}").strip("; ")
+        return out
 
 
 def _pick_checked_calls(ref: Any, pool: list[list[Any]], calls: int, rng: random.Random,
@@ -213,16 +290,9 @@ def _pick_checked_calls(ref: Any, pool: list[list[Any]], calls: int, rng: random
 def _timed_outputs(ref: Any, pool: list[list[Any]], seeds: list[int], reply: dict,
                    picks: list[int], kept: dict, seed: int, problem: Problem,
                    res: WorkloadResult) -> Status | None:
-    """Record the runner's timing and check the outputs of the timed calls picked."""
+    """Check the outputs of the timed calls the judge picked."""
     if "lazy_output" in reply.get("flags", []):
         return _flag(res, "lazy_output", "a timed call returned a tensor subclass")
-    res.time_ms = _median(reply["kernel_ms"])
-    res.latency_ms = _median(reply["latency_ms"])
-    res.timed_calls = len(reply["kernel_ms"])
-    res.kernels = list(reply.get("kernels", []))[:64]
-    ks = sorted(reply["kernel_ms"])
-    if len(ks) >= 4 and res.time_ms:
-        res.time_spread = (ks[3 * len(ks) // 4] - ks[len(ks) // 4]) / res.time_ms
     missing = [i for i in picks if i not in kept]
     if not picks or missing:
         return _flag(res, "timed_output_withheld", "the runner did not return the outputs of "
@@ -303,15 +373,21 @@ def _baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list
     return found
 
 
+def _baseline_fn(ref: Any, kind: str, opts: EvalOptions) -> Any:
+    """The reference as baseline ``kind`` runs it: eager, or freshly ``torch.compile``d."""
+    if kind == "eager":
+        return ref
+    if kind != "compile":
+        raise ValueError(f"unknown baseline {kind!r}; use eager or compile")
+    from torch import _dynamo
+
+    _dynamo.reset()  # a fresh graph per workload: no recompile limit, no stale guards
+    return torch.compile(ref, mode=None if opts.compile_mode == "default" else opts.compile_mode)
+
+
 def _time_reference(ref: Any, kind: str, opts: EvalOptions, pool: list[list[Any]],
                     seeds: list[int], cfg: TimingConfig, device: torch.device) -> dict:
-    fn = ref
-    if kind == "compile":
-        from torch import _dynamo
-
-        _dynamo.reset()
-        fn = torch.compile(ref, mode=None if opts.compile_mode == "default"
-                           else opts.compile_mode)
+    fn = _baseline_fn(ref, kind, opts)
     with torch.no_grad():
         t: Timing = measure(fn, pool, device, cfg, seeds=seeds)
         host = _host_clock(fn, pool, seeds, device, t.median_latency_ms or 0.1)

@@ -20,6 +20,8 @@ class EvalOptions(BaseModel):
         description="reference baselines to time: eager, compile")
     compile_mode: str = Field("default", description="torch.compile mode of the baseline")
     fresh_baselines: bool = Field(False, description="ignore cached baseline times")
+    rounds: int = Field(1, ge=1, description="interleaved rounds of candidate and fresh "
+                        "baselines (>1: the re-measurement of a winner)")
     budget_ms: float = Field(0.0, description="timed-loop budget per workload (0: by device)")
     max_calls: int = Field(200, description="timed calls per workload, at most")
     policy: str = Field("default", description="default (flag) or strict (reject) fallbacks")
