@@ -9,6 +9,9 @@ included), so a crash never leaves a slot taken.
 Correctness trials and builds do not take the slot: they may overlap another candidate's
 timing only on the CPU side. On a CPU device the slot serialises timing the same way.
 
+Every hold is appended to a log beside the lock (``held_intervals``), which is how the
+throughput benchmark measures how busy a device was.
+
 Not covered: other users' processes on the same GPU that do not use solforge.
 """
 
@@ -39,6 +42,33 @@ def _lock_path(device: str) -> str:
     return str(d / f"{name}.lock")
 
 
+def _log(lock_path: str, start: float, end: float) -> None:
+    """Append the hold to ``<slot>.log`` (wall-clock seconds): how busy a device was."""
+    log = lock_path[:-len(".lock")] + ".log"
+    try:
+        # bounded: a busy machine starts a fresh log rather than filling the disk
+        mode = "w" if os.path.exists(log) and os.path.getsize(log) > (16 << 20) else "a"
+        with open(log, mode) as f:
+            f.write(f"{start:.6f} {end:.6f} {os.getpid()}\n")
+    except OSError:
+        pass
+
+
+def held_intervals(device: str, since: float = 0.0) -> list[tuple[float, float]]:
+    """The (start, end) wall-clock intervals ``device``'s slot was held, since ``since``."""
+    log = _lock_path(device)[:-len(".lock")] + ".log"
+    out = []
+    try:
+        with open(log) as f:
+            for line in f:
+                a, b, _ = line.split()
+                if float(b) >= since:
+                    out.append((float(a), float(b)))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 @contextlib.contextmanager
 def device_slot(device: str, timeout_s: float | None = None) -> Iterator[float]:
     """Hold ``device``'s slot for the block; yields the seconds spent waiting for it.
@@ -65,10 +95,12 @@ def device_slot(device: str, timeout_s: float | None = None) -> Iterator[float]:
                     raise TimeoutError(f"{device}'s timing slot stayed busy for {timeout_s} s")
                 time.sleep(0.01)
         _HELD[path] = 1
+        start = time.time()
         try:
             yield time.monotonic() - t0
         finally:
             del _HELD[path]
+            _log(path, start, time.time())
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

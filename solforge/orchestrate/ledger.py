@@ -14,6 +14,11 @@ Tables (``SCHEMA_VERSION`` in ``meta``):
   run resumes without redoing finished work.
 - ``usage``: model calls' tokens and cost, per worker and problem.
 - ``events``: a timestamped log (worker started, budget spent, ...).
+- ``evalcache``: finished verdicts by content key (``evalcache.py``), so a resumed run
+  does not redo them.
+
+Recording is idempotent where a resumed worker repeats itself: the same source from the
+same agent and worker is one attempt, and the same verdict of an attempt is one row.
 
 Many workers may write at once: every write is its own short transaction, SQLite's WAL
 and busy timeout serialise them; a killed writer loses at most its uncommitted row.
@@ -55,6 +60,7 @@ CREATE TABLE IF NOT EXISTS usage (
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, kind TEXT, problem TEXT, worker TEXT,
     data TEXT DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS evalcache (key TEXT PRIMARY KEY, record TEXT, created REAL);
 CREATE INDEX IF NOT EXISTS evaluations_problem ON evaluations(problem, kind, status);
 CREATE INDEX IF NOT EXISTS attempts_problem ON attempts(problem);
 """
@@ -154,12 +160,18 @@ class Ledger:
                     path: str = "") -> int:
         import hashlib
 
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         with self._tx() as db:
+            same = db.execute("SELECT id FROM attempts WHERE problem=? AND agent=? AND "
+                              "worker=? AND source_hash=? ORDER BY id LIMIT 1",
+                              (problem, agent, worker, digest)).fetchone()
+            if same is not None:
+                return int(same[0])
             cur = db.execute(
                 "INSERT INTO attempts (problem, parent, agent, role, worker, language, source,"
                 " source_hash, path, reasoning, levers, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (problem, parent, agent, role, worker, language, source,
-                 hashlib.sha256(source.encode()).hexdigest()[:16], path, reasoning,
+                (problem, parent, agent, role, worker, language, source, digest, path,
+                 reasoning,
                  json.dumps(levers or []), time.time()))
             return int(cur.lastrowid)
 
@@ -176,14 +188,20 @@ class Ledger:
 
     def add_evaluation(self, problem: str, record: dict[str, Any], kind: str = "full",
                        attempt: int | None = None) -> int:
+        text = json.dumps(record)
         with self._tx() as db:
+            if attempt is not None:
+                same = db.execute("SELECT id FROM evaluations WHERE attempt=? AND kind=? AND "
+                                  "record=? LIMIT 1", (attempt, kind, text)).fetchone()
+                if same is not None:
+                    return int(same[0])
             cur = db.execute(
                 "INSERT INTO evaluations (attempt, problem, kind, status, speedup_vs_eager, "
                 "speedup_vs_compile, speedup_vs_best, sol_score, record, created) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (attempt, problem, kind, record.get("status"), record.get("speedup_vs_eager"),
                  record.get("speedup_vs_compile"), speedup_vs_best(record),
-                 record.get("sol_score"), json.dumps(record), time.time()))
+                 record.get("sol_score"), text, time.time()))
             return int(cur.lastrowid)
 
     def evaluations(self, problem: str | None = None, kind: str | None = None
@@ -202,15 +220,28 @@ class Ledger:
         return int(self._db().execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
 
     def best(self, problem: str) -> dict[str, Any] | None:
-        """The best passing verdict: a re-measured ``final`` one if any, else ``full``."""
+        """The best passing verdict: a re-measured ``final`` one if any, else ``full``
+        (attempts whose ``final`` re-measurement failed are excluded)."""
         for kind in ("final", "full"):
+            # an attempt whose re-measurement failed is not a winner any more
             row = self._db().execute(
                 "SELECT * FROM evaluations WHERE problem=? AND kind=? AND status='PASSED' "
-                "ORDER BY COALESCE(speedup_vs_best, 0) DESC, id LIMIT 1", (problem, kind)
-            ).fetchone()
+                "AND COALESCE(attempt, -1) NOT IN (SELECT attempt FROM evaluations WHERE "
+                "problem=? AND kind='final' AND status!='PASSED' AND attempt IS NOT NULL) "
+                "ORDER BY COALESCE(speedup_vs_best, 0) DESC, id LIMIT 1",
+                (problem, kind, problem)).fetchone()
             if row is not None:
                 return dict(row) | {"record": json.loads(row["record"])}
         return None
+
+    def cached_evaluation(self, key: str) -> dict[str, Any] | None:
+        row = self._db().execute("SELECT record FROM evalcache WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def cache_evaluation(self, key: str, record: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO evalcache VALUES (?,?,?)",
+                       (key, json.dumps(record), time.time()))
 
     # -- work units (resume) ----------------------------------------------------------------
     def add_work(self, problem: str, kind: str, data: dict | None = None,

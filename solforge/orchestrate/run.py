@@ -123,15 +123,44 @@ class Run:
                 "evaluations": led.count_evaluations(), "usage": led.usage_totals(),
                 "problems": problems}
 
+    def verdicts(self) -> list[Any]:
+        """One record per problem of the run: its best passing verdict, else its latest
+        verdict, else a record saying there is none (so summaries count it as failed)."""
+        from solforge.bench.records import EvaluationRecord, Status
+
+        out = []
+        for p in self.ledger.problems():
+            best = self.ledger.best(p["name"])
+            if best is None:
+                full = self.ledger.evaluations(p["name"], kind="full") or \
+                    self.ledger.evaluations(p["name"])
+                best = full[-1] if full else None
+            if best is not None:
+                out.append(EvaluationRecord.from_json(best["record"]))
+            else:
+                out.append(EvaluationRecord(problem=p["name"], solution="",
+                                            device=self.spec.device,
+                                            status=Status.RUNTIME_ERROR,
+                                            message="no verdict in this run"))
+        return out
+
+    def summary(self) -> dict[str, Any] | None:
+        """The run's ``solforge.summary/1`` over all its problems (failed ones count 1.0x)."""
+        try:
+            from solforge.sol import summarize
+        except ImportError:
+            return None
+        records = self.verdicts()
+        devices = [r.device for r in records if r.workloads]
+        return summarize(records, device=devices[0] if devices else self.spec.device,
+                         agent=self.spec.agent)
+
     def export(self, out: Path) -> dict[str, Any]:
         """Best solution per problem (KernelBench format), its record, the reference, and
-        the suite summary (``solforge.summary/1``)."""
-        from solforge.bench.records import EvaluationRecord
-
+        the suite summary (``solforge.summary/1``, over every problem of the run)."""
         out = Path(out)
         for sub in ("solutions", "records", "problems"):
             (out / sub).mkdir(parents=True, exist_ok=True)
-        records = []
         exported = []
         for p in self.ledger.problems():
             best = self.ledger.best(p["name"])
@@ -145,15 +174,8 @@ class Run:
                                                                           indent=1))
             if p["path"] and Path(p["path"]).is_file():
                 shutil.copyfile(p["path"], out / "problems" / f"{p['name']}.py")
-            records.append(EvaluationRecord.from_json(best["record"]))
             exported.append(p["name"])
-        summary = None
-        try:
-            from solforge.sol import summarize
-
-            device = records[0].device if records else self.spec.device
-            summary = summarize(records, device=device, agent=self.spec.agent)
+        summary = self.summary()
+        if summary is not None:
             (out / "summary.json").write_text(json.dumps(summary, indent=1))
-        except ImportError:
-            pass
         return {"exported": exported, "summary": summary}

@@ -1,0 +1,175 @@
+"""`solforge optimize [TARGET...]`: agents over problems, planned, resumable, live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from solforge.bench.options import EvalOptions
+from solforge.cli.optimize_llm import LLM_FLAGS
+from solforge.orchestrate.planner import Budgets, Planner, PlannerConfig
+from solforge.orchestrate.run import Run, RunSpec
+from solforge.problems import ProblemError, resolve_target
+
+console = Console()
+
+
+def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}{unit}"
+
+
+def progress_view(planner: Planner) -> Group:
+    """The live table: per problem best speedup, SOL score, units; workers; usage."""
+    t = Table(title=f"run {planner.run.dir}")
+    for col in ("problem", "state", "units", "best vs best-baseline", "SOL score"):
+        t.add_column(col, justify="left" if col in ("problem", "state") else "right")
+    for name, ps in planner.problems.items():
+        state = "running" if ps.busy else (f"done: {ps.converged}" if ps.converged else "queued")
+        t.add_row(name, state, str(ps.units), _fmt(ps.best_speedup, "x"),
+                  _fmt(ps.best_sol, digits=2))
+    w = Table.grid(padding=(0, 2))
+    for ws in planner.workers:
+        what = f"{ws.unit.problem} ({ws.unit.role})" if ws.unit else ""
+        w.add_row(ws.name, ws.device, ws.state, what)
+    u = planner.run.ledger.usage_totals()
+    usage = (f"tokens {u['input_tokens'] + u['output_tokens']}, cost ${u['cost_usd']:.4f}, "
+             f"evaluations {planner.run.ledger.count_evaluations()}"
+             + (f"; stopping: {planner.stop_reason}" if planner.stop_reason else ""))
+    return Group(t, w, usage)
+
+
+def _llm_settings(agents: list[str], flags: dict) -> dict:
+    if "llm" not in agents:
+        return {}
+    from solforge.agents.loop import AgentConfig
+    from solforge.agents.settings import resolve_model_config
+
+    mc = resolve_model_config(flags["model"], flags["api"], flags["base_url"],
+                              flags["api_key"], flags["llm_config"],
+                              price_in=flags["price_in"], price_out=flags["price_out"])
+    agent = AgentConfig(step_limit=flags["max_steps"], token_limit=flags["max_tokens"],
+                        cost_limit_usd=flags["max_cost"], time_limit_s=flags["max_time_s"],
+                        context_tokens=flags["context_tokens"])
+    return {"model": mc, "protocol": flags["protocol"], "role_file": flags["role_file"],
+            "languages": flags["language"] or None, "agent": agent}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("optimize")
+    def optimize(
+        targets: list[str] = typer.Argument(None, help="problems, categories, files or "
+                                            "directories (default: the whole corpus)"),
+        agent: str = typer.Option("search", help="search (no LLM), llm, or both: search,llm"),
+        workers: int = typer.Option(1, min=1, help="workers at once"),
+        device: str = typer.Option("cpu", help="cpu or cuda"),
+        gpus: str = typer.Option(None, help="GPU indices to spread workers over (default: "
+                                 "all visible, with --device cuda)"),
+        run_dir: Path = typer.Option(None, help="the run directory (default: runs/<time>)"),
+        resume: Path = typer.Option(None, help="continue the run in this directory"),
+        roles: str = typer.Option("optimizer", help="LLM roles per problem, in turn, e.g. "
+                                  "diagnoser,optimizer,reviewer"),
+        max_units: int = typer.Option(3, min=1, help="units per problem, at most"),
+        patience: int = typer.Option(2, min=1, help="units without gain that end a problem"),
+        converge_sol: float = typer.Option(0.95, help="a SOL score that ends a problem"),
+        budget_wall_s: float = typer.Option(0.0, help="run budget: wall seconds (0: none)"),
+        budget_device_s: float = typer.Option(0.0, help="run budget: GPU evaluation seconds"),
+        budget_tokens: int = typer.Option(0, help="run budget: model tokens"),
+        budget_cost: float = typer.Option(0.0, help="run budget: dollars"),
+        budget_attempts: int = typer.Option(0, help="run budget: candidates"),
+        unit_timeout_s: float = typer.Option(0.0, help="a unit longer is stalled (0: off)"),
+        timeout: float = typer.Option(300.0, help="seconds per evaluation"),
+        policy: str = typer.Option("default", help="default or strict"),
+        language: list[str] = typer.Option(None, "--language", help=LLM_FLAGS["language"]),
+        model: str = typer.Option(None, help=LLM_FLAGS["model"]),
+        base_url: str = typer.Option(None, help=LLM_FLAGS["base_url"]),
+        api: str = typer.Option(None, help=LLM_FLAGS["api"]),
+        api_key: str = typer.Option(None, help=LLM_FLAGS["api_key"]),
+        llm_config: Path = typer.Option(None, help=LLM_FLAGS["llm_config"]),
+        protocol: Path = typer.Option(None, help=LLM_FLAGS["protocol"]),
+        role_file: Path = typer.Option(None, help=LLM_FLAGS["role_file"]),
+        max_steps: int = typer.Option(60, help=LLM_FLAGS["max_steps"]),
+        max_tokens: int = typer.Option(0, help=LLM_FLAGS["max_tokens"]),
+        max_cost: float = typer.Option(10.0, help=LLM_FLAGS["max_cost"]),
+        max_time_s: float = typer.Option(3600.0, help=LLM_FLAGS["max_time_s"]),
+        context_tokens: int = typer.Option(100_000, help=LLM_FLAGS["context_tokens"]),
+        price_in: float = typer.Option(None, help=LLM_FLAGS["price_in"]),
+        price_out: float = typer.Option(None, help=LLM_FLAGS["price_out"]),
+    ) -> None:
+        """Optimise problems with agents (default: the built-in search agent, offline)."""
+        flags = dict(locals())
+        agents = [a.strip() for a in agent.split(",") if a.strip()]
+        try:
+            if resume is not None:
+                run = Run.open(resume)
+                spec = run.spec
+                targets = spec.targets
+                agents = spec.options.get("agents", agents)
+                device = spec.device
+            problems = []
+            seen = set()
+            for t in targets or ["all"]:
+                loaded, broken = resolve_target(t)
+                for b, err in broken:
+                    console.print(f"[yellow]skipping a broken problem file {b}: {err}[/yellow]")
+                problems += [p for p in loaded if not (p.name in seen or seen.add(p.name))]
+            settings = {"llm": _llm_settings(agents, flags)}
+        except (ProblemError, FileNotFoundError, ValueError) as e:
+            console.print(f"[red]solforge optimize: {e}[/red]", soft_wrap=True)
+            raise typer.Exit(2) from None
+        except Exception as e:  # a missing key or model setting: one line, what to set
+            console.print(f"[red]solforge optimize: {e}[/red]", soft_wrap=True)
+            raise typer.Exit(2) from None
+        if device.startswith("cuda"):
+            if gpus:
+                devices = [f"cuda:{g.strip()}" for g in gpus.split(",") if g.strip()]
+            else:
+                import torch
+
+                devices = [f"cuda:{i}" for i in range(max(1, torch.cuda.device_count()))]
+        else:
+            devices = ["cpu"]
+        cfg = PlannerConfig(
+            agents=agents, workers=workers, devices=devices,
+            roles=[r.strip() for r in roles.split(",") if r.strip()],
+            converge_sol=converge_sol, patience=patience, max_units=max_units,
+            unit_timeout_s=unit_timeout_s,
+            budgets=Budgets(wall_s=budget_wall_s, device_s=budget_device_s,
+                            tokens=budget_tokens, cost_usd=budget_cost,
+                            attempts=budget_attempts))
+        opts = EvalOptions(device=devices[0], timeout_s=timeout, policy=policy,
+                           languages=list(language or []) or None)
+        if resume is None:
+            spec = RunSpec(agent=",".join(agents), targets=list(targets or ["all"]),
+                           device=device, workers=workers,
+                           options={"agents": agents, "planner": cfg.model_dump(mode="json"),
+                                    "eval": opts.model_dump(mode="json")},
+                           budgets=cfg.budgets.model_dump())
+            try:
+                run = Run.create(run_dir, spec)
+            except FileExistsError as e:
+                console.print(f"[red]{e}[/red]")
+                raise typer.Exit(2) from None
+        else:
+            run.mark("running")
+        planner = Planner(run, problems, cfg, opts, settings)
+        with Live(progress_view(planner), console=console, refresh_per_second=2,
+                  transient=False) as live:
+            planner.on_update = lambda p: live.update(progress_view(p))
+            try:
+                result = planner.loop()
+            except KeyboardInterrupt:
+                run.mark("stopped")
+                console.print(f"[yellow]stopped; continue with `solforge optimize --resume "
+                              f"{run.dir}`[/yellow]")
+                raise typer.Exit(130) from None
+        console.print(f"{result.status}: {result.reason}. Evaluations run: "
+                      f"{result.evaluations}, served from the run's cache: {result.cache_hits}")
+        from solforge.cli.runs import summary_line
+
+        console.print(summary_line(run))
+        console.print(f"read it: `solforge runs show {run.dir}`; best solutions: "
+                      f"`solforge export {run.dir} --out OUT`")

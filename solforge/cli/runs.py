@@ -1,0 +1,80 @@
+"""`solforge runs show RUN` and `solforge export RUN --out OUT`: read a run back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from solforge.orchestrate.run import Run
+
+console = Console()
+runs_app = typer.Typer(help="Read runs.", no_args_is_help=True)
+
+
+def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}{unit}"
+
+
+def summary_line(run: Run) -> str:
+    s = run.summary()
+    if s is None:
+        return ""
+    return (f"{s['passed']}/{s['problems']} passed; geomean speedup vs best baseline "
+            f"{_fmt(s['geomean_speedup_vs_best'], 'x')} (vs eager "
+            f"{_fmt(s['geomean_speedup_vs_eager'], 'x')}, vs torch.compile "
+            f"{_fmt(s['geomean_speedup_vs_compile'], 'x')}); SOL score median "
+            f"{_fmt(s['sol_score_median'], digits=2)}")
+
+
+def _open(directory: Path) -> Run:
+    try:
+        return Run.open(directory)
+    except FileNotFoundError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from None
+
+
+@runs_app.command("show")
+def show(directory: Path = typer.Argument(..., help="a run directory"),
+         as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Status, evaluations, and per problem the attempts and the best verdict."""
+    run = _open(directory)
+    data = run.show()
+    data["summary"] = run.summary()
+    if as_json:
+        typer.echo(json.dumps(data, indent=1))
+        return
+    t = Table(title=f"{run.dir}: {data['status']} ({data['agent']}), "
+                    f"{data['evaluations']} evaluations")
+    for col in ("problem", "state", "attempts", "best status", "vs eager", "vs compile",
+                "SOL score"):
+        t.add_column(col, justify="left" if col in ("problem", "state", "best status")
+                     else "right")
+    for p in data["problems"]:
+        b = p["best"] or {}
+        t.add_row(p["name"], p["state"], str(p["attempts"]), b.get("status", "-"),
+                  _fmt(b.get("speedup_vs_eager"), "x"), _fmt(b.get("speedup_vs_compile"), "x"),
+                  _fmt(b.get("sol_score"), digits=2))
+    console.print(t)
+    u = data["usage"]
+    console.print(f"tokens {u['input_tokens'] + u['output_tokens']}, cost ${u['cost_usd']:.4f}")
+    console.print(summary_line(run))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(runs_app, name="runs")
+
+    @app.command("export")
+    def export(directory: Path = typer.Argument(..., help="a run directory"),
+               out: Path = typer.Option(..., "--out", help="where to write")) -> None:
+        """Write each problem's best solution (KernelBench format), its record, its
+        reference and the run's summary to OUT."""
+        run = _open(directory)
+        result = run.export(out)
+        console.print(f"exported {len(result['exported'])} solution(s) to {out}: "
+                      f"{', '.join(result['exported']) or 'none passed'}")
+        console.print(summary_line(run))

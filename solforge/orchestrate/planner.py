@@ -1,0 +1,371 @@
+"""The planner: many workers, many devices, effort where the measured headroom is.
+
+One planner drives a run. It keeps a leaderboard per problem (the ledger's best verdict),
+hands **work units** (one worker, one problem, one role) to ``workers`` threads, and picks
+each next problem by headroom: ``weight * (1 - best SOL score)`` (or, where SOL is unknown,
+``weight / best speedup``); a problem nobody tried yet comes first. A problem is
+**converged** once its SOL score reaches ``converge_sol``, after ``patience`` units in a
+row that did not improve its best by 1%, or after ``max_units`` units. Per problem it can
+run roles in turn (``roles``, e.g. diagnoser → optimizer → reviewer), each handed the best
+attempt so far.
+
+Every unit is a row of the ledger's ``work`` table (queued → running → done / failed), so a
+run killed at any moment (``kill -9`` included) resumes with :meth:`Planner.resume`: units
+that were running are requeued, finished ones are not redone, and the evaluations a
+repeated unit asks for again come from the ledger's cache (``evalcache.py``).
+
+Devices: each worker owns one evaluator (one judge process) on one device, workers are
+spread round-robin over ``devices``; timing takes the device's slot (``bench/slots.py``),
+so measurements never overlap while builds and correctness checks of other candidates
+proceed on the CPU cores.
+
+A unit that runs past ``unit_timeout_s`` is a stalled worker: its evaluator is closed
+(which unblocks it), the unit is failed and its problem goes back to the queue.
+
+Budgets for the whole run (0 = off): wall seconds, device seconds (the wall time of
+evaluations on GPU devices: an upper bound of what the GPUs were held for), tokens, cost,
+attempts. When one is spent no new unit starts; running units finish.
+
+Before reporting, every problem whose best verdict is not already a re-measured one gets
+its **final verification**: the winner evaluated again on all workloads in a fresh runner,
+interleaved with fresh baselines (``rounds``), recorded as kind ``final``.
+
+Not covered: several machines (see docs/SCALE.md for the Ray seam: a worker is a function
+of (run, problem, evaluator, unit); a Ray backend runs it in an actor and ships results
+back to the driver, which alone writes the ledger).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.orchestrate.evalcache import CachedEvaluator
+from solforge.orchestrate.run import Run
+from solforge.problems.spec import Problem
+
+
+class Budgets(BaseModel):
+    """Limits for a whole run; 0 turns one off."""
+
+    wall_s: float = Field(0.0, ge=0, description="seconds since the run (re)started")
+    device_s: float = Field(0.0, ge=0, description="seconds of evaluations on GPU devices")
+    tokens: int = Field(0, ge=0, description="model tokens over all workers")
+    cost_usd: float = Field(0.0, ge=0, description="model cost over all workers")
+    attempts: int = Field(0, ge=0, description="candidates over all problems")
+
+
+class PlannerConfig(BaseModel):
+    """How the planner spreads work."""
+
+    agents: list[str] = Field(default_factory=lambda: ["search"],
+                              description="worker kinds, cycled over the workers")
+    workers: int = Field(1, ge=1)
+    devices: list[str] = Field(default_factory=lambda: ["cpu"])
+    roles: list[str] = Field(default_factory=lambda: ["optimizer"],
+                             description="roles per problem, in turn (LLM workers)")
+    converge_sol: float = Field(0.95, description="a SOL score that ends a problem")
+    patience: int = Field(2, ge=1, description="units without 1% gain that end a problem")
+    max_units: int = Field(3, ge=1, description="units per problem, at most")
+    unit_timeout_s: float = Field(0.0, ge=0, description="a unit longer is stalled (0: off)")
+    final_rounds: int = Field(3, ge=1, description="interleaved rounds of the final check")
+    budgets: Budgets = Field(default_factory=Budgets)
+
+
+@dataclass
+class Unit:
+    """One worker's turn on one problem."""
+
+    id: int
+    problem: str
+    agent: str
+    role: str
+    worker: str
+    start_from: Path | None = None
+    parent_attempt: int | None = None
+
+
+class WorkerFn(Protocol):
+    def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
+                 unit: Unit) -> Any: ...
+
+
+_AGENTS: dict[str, Callable[..., WorkerFn]] = {}
+
+
+def register_agent(name: str, factory: Callable[..., WorkerFn]) -> None:
+    """Make ``name`` usable in ``PlannerConfig.agents``; ``factory(**settings)`` returns
+    the function that runs one unit. Built-ins (``search``, ``llm``) use this same door."""
+    _AGENTS[name] = factory
+
+
+def agent_factory(name: str) -> Callable[..., WorkerFn]:
+    if name not in _AGENTS:
+        from solforge.orchestrate import agents  # noqa: F401  (registers the built-ins)
+    try:
+        return _AGENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}; use one of {sorted(_AGENTS)}") from None
+
+
+@dataclass
+class ProblemState:
+    problem: Problem
+    weight: float = 1.0
+    units: int = 0
+    stale: int = 0
+    best_speedup: float | None = None
+    best_sol: float | None = None
+    converged: str = ""         # why, once it is
+    busy: bool = False
+
+
+@dataclass
+class WorkerState:
+    name: str
+    agent: str
+    device: str
+    state: str = "idle"
+    unit: Unit | None = None
+    started: float = 0.0
+    evaluator: CachedEvaluator | None = None
+    thread: threading.Thread | None = None
+
+
+@dataclass
+class PlannerResult:
+    status: str
+    reason: str
+    problems: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cache_hits: int = 0
+    evaluations: int = 0
+
+
+class Planner:
+    def __init__(self, run: Run, problems: list[Problem], config: PlannerConfig,
+                 options: EvalOptions, agent_settings: dict[str, dict[str, Any]] | None = None,
+                 on_update: Callable[[Planner], None] | None = None) -> None:
+        self.run, self.config, self.options = run, config, options
+        self.on_update = on_update
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.stop_reason = ""
+        settings = agent_settings or {}
+        self.fns = {a: agent_factory(a)(**settings.get(a, {})) for a in set(config.agents)}
+        self.problems = {p.name: ProblemState(p) for p in problems}
+        for p in problems:
+            run.ledger.add_problem(p.name, str(p.path), p.category)
+        self.workers = [
+            WorkerState(name=f"w{i}-{config.agents[i % len(config.agents)]}",
+                        agent=config.agents[i % len(config.agents)],
+                        device=config.devices[i % len(config.devices)])
+            for i in range(config.workers)]
+        self._recover()
+
+    # -- state from the ledger (fresh runs and resumed ones alike) ----------------------
+    def _recover(self) -> None:
+        led = self.run.ledger
+        for w in led.work("running"):
+            led.set_work(w["id"], "failed", data={**w["data"], "error": "interrupted"})
+            led.event("unit_requeued", problem=w["problem"], unit=w["id"])
+        for w in led.work():
+            ps = self.problems.get(w["problem"])
+            if ps is None or w["state"] != "done":
+                continue
+            ps.units += 1
+            ps.stale = w["data"].get("stale", ps.stale)
+        for ps in self.problems.values():
+            self._refresh(ps)
+            if ps.units:
+                self._check_converged(ps)
+
+    def _refresh(self, ps: ProblemState) -> bool:
+        """Re-read the problem's best verdict; True when it improved by more than 1%."""
+        best = self.run.ledger.best(ps.problem.name)
+        if best is None:
+            return False
+        sp = best.get("speedup_vs_best") or 0.0
+        improved = ps.best_speedup is None or sp > ps.best_speedup * 1.01
+        if ps.best_speedup is None or sp > ps.best_speedup:
+            ps.best_speedup = sp
+        ps.best_sol = best.get("sol_score")
+        return improved
+
+    def _check_converged(self, ps: ProblemState) -> None:
+        cfg = self.config
+        if ps.best_sol is not None and ps.best_sol >= cfg.converge_sol:
+            ps.converged = f"SOL score {ps.best_sol:.2f} >= {cfg.converge_sol}"
+        elif ps.stale >= cfg.patience:
+            ps.converged = f"{ps.stale} units without a 1% gain"
+        elif ps.units >= cfg.max_units:
+            ps.converged = f"{ps.units} units"
+        if ps.converged:
+            state = "converged" if ps.best_speedup is not None else "exhausted"
+            self.run.ledger.set_problem_state(ps.problem.name, state)
+
+    # -- budgets ---------------------------------------------------------------------------
+    def budget_spent(self) -> str:
+        b, led = self.config.budgets, self.run.ledger
+        if b.wall_s and time.monotonic() - self.started >= b.wall_s:
+            return f"wall-time budget ({b.wall_s:g} s) spent"
+        if b.attempts and len(led.attempts()) >= b.attempts:
+            return f"attempt budget ({b.attempts}) spent"
+        if b.tokens or b.cost_usd:
+            u = led.usage_totals()
+            if b.tokens and u["input_tokens"] + u["output_tokens"] >= b.tokens:
+                return f"token budget ({b.tokens}) spent"
+            if b.cost_usd and u["cost_usd"] >= b.cost_usd:
+                return f"cost budget (${b.cost_usd:g}) spent"
+        if b.device_s:
+            used = sum((e["record"].get("duration_s") or 0.0) for e in led.evaluations()
+                       if not str(e["record"].get("device", "cpu")).startswith("cpu"))
+            if used >= b.device_s:
+                return f"device-time budget ({b.device_s:g} s) spent"
+        return ""
+
+    # -- scheduling ------------------------------------------------------------------------
+    def headroom(self, ps: ProblemState) -> float:
+        if ps.best_speedup is None:
+            return ps.weight * 2.0  # untried first
+        if ps.best_sol is not None:
+            return ps.weight * max(0.0, 1.0 - ps.best_sol)
+        return ps.weight / max(ps.best_speedup, 1e-6)
+
+    def next_problem(self) -> ProblemState | None:
+        open_ = [ps for ps in self.problems.values() if not ps.converged and not ps.busy]
+        if not open_:
+            return None
+        return max(open_, key=lambda ps: (self.headroom(ps), -ps.units))
+
+    def _make_unit(self, ps: ProblemState, w: WorkerState) -> Unit:
+        led = self.run.ledger
+        role = self.config.roles[ps.units % len(self.config.roles)]
+        best = led.best(ps.problem.name)
+        start, parent = None, None
+        if best is not None and best.get("attempt"):
+            att = led.attempt(best["attempt"])
+            if att is not None:
+                path = self.run.solution_path(ps.problem.name, f"best-{att['id']}")
+                path.write_text(att["source"])
+                start, parent = path, att["id"]
+        wid = led.add_work(ps.problem.name, w.agent, {"role": role, "worker": w.name})
+        return Unit(id=wid, problem=ps.problem.name, agent=w.agent, role=role,
+                    worker=f"{w.name}-u{wid}", start_from=start, parent_attempt=parent)
+
+    def _run_unit(self, w: WorkerState, ps: ProblemState, unit: Unit) -> None:
+        led = self.run.ledger
+        led.set_work(unit.id, "running", worker=w.name)
+        error = ""
+        try:
+            if w.evaluator is None:
+                opts = self.options.model_copy(update={"device": w.device})
+                w.evaluator = CachedEvaluator(Evaluator(opts), led)
+            self.fns[w.agent](self.run, ps.problem, w.evaluator, unit)
+        except Exception as e:  # a worker bug or a stall: the unit fails, the run goes on
+            error = f"{type(e).__name__}: {e}"
+        with self.lock:
+            improved = self._refresh(ps)
+            ps.units += 1
+            ps.stale = 0 if improved else ps.stale + 1
+            led.set_work(unit.id, "failed" if error else "done",
+                         data={"role": unit.role, "worker": w.name, "error": error,
+                               "stale": ps.stale, "best": ps.best_speedup})
+            if error:
+                led.event("unit_failed", problem=ps.problem.name, worker=w.name, error=error)
+            self._check_converged(ps)
+            ps.busy = False
+            w.state, w.unit = "idle", None
+
+    def _dispatch(self) -> bool:
+        """Start units on idle workers; False when nothing is running or left to start."""
+        with self.lock:
+            if not self.stop_reason:
+                self.stop_reason = self.budget_spent()
+            for w in self.workers:
+                if w.state != "idle" or self.stop_reason:
+                    continue
+                ps = self.next_problem()
+                if ps is None:
+                    break
+                ps.busy = True
+                unit = self._make_unit(ps, w)
+                w.state, w.unit, w.started = "running", unit, time.monotonic()
+                w.thread = threading.Thread(target=self._run_unit, args=(w, ps, unit),
+                                            name=w.name, daemon=True)
+                w.thread.start()
+            running = any(w.state == "running" for w in self.workers)
+        return running or (not self.stop_reason and self.next_problem() is not None)
+
+    def _watch_stalls(self) -> None:
+        limit = self.config.unit_timeout_s
+        if not limit:
+            return
+        for w in self.workers:
+            if w.state == "running" and time.monotonic() - w.started > limit and w.evaluator:
+                self.run.ledger.event("worker_stalled", worker=w.name,
+                                      problem=w.unit.problem if w.unit else "")
+                w.state = "stalled"
+                w.evaluator.close()  # unblocks its evaluate(); the unit then fails
+
+    def loop(self, poll_s: float = 0.2) -> PlannerResult:
+        """Run until every problem converged or a budget is spent; then verify."""
+        try:
+            while self._dispatch():
+                if self.on_update:
+                    self.on_update(self)
+                self._watch_stalls()
+                time.sleep(poll_s)
+            self._final_verification()
+        finally:
+            for w in self.workers:
+                if w.evaluator is not None:
+                    w.evaluator.close()
+        done = all(ps.converged for ps in self.problems.values())
+        reason = self.stop_reason or ("every problem converged" if done else "stopped")
+        self.run.ledger.set_meta("stop_reason", reason)
+        self.run.mark("finished" if done or self.stop_reason else "stopped")
+        if self.on_update:
+            self.on_update(self)
+        hits = sum(w.evaluator.hits for w in self.workers if w.evaluator)
+        misses = sum(w.evaluator.misses for w in self.workers if w.evaluator)
+        return PlannerResult(
+            status=self.run.status(), reason=reason, cache_hits=hits, evaluations=misses,
+            problems={n: {"units": ps.units, "best_speedup": ps.best_speedup,
+                          "best_sol": ps.best_sol, "converged": ps.converged}
+                      for n, ps in self.problems.items()})
+
+    def _final_verification(self) -> None:
+        """Re-measure each problem's winner (all workloads, fresh runner, interleaved with
+        fresh baselines) unless its best verdict already is such a re-measurement."""
+        led = self.run.ledger
+        device = self.workers[0].device
+        pending = []
+        for name in self.problems:
+            best = led.best(name)
+            if best is not None and best["kind"] != "final" and best.get("attempt"):
+                pending.append((name, best["attempt"]))
+        if not pending:
+            return
+        opts = self.options.model_copy(update={"device": device,
+                                               "rounds": self.config.final_rounds,
+                                               "workloads": "all"})
+        with Evaluator(opts) as ev:
+            for name, attempt in pending:
+                att = led.attempt(attempt)
+                if att is None:
+                    continue
+                path = self.run.solution_path(name, f"final-{attempt}")
+                path.write_text(att["source"])
+                rec = ev.evaluate(self.problems[name].problem, path, att["language"])
+                led.add_evaluation(name, rec.to_json(), kind="final", attempt=attempt)
+                led.event("final_verification", problem=name, attempt=attempt,
+                          status=rec.status.value)
+                self._refresh(self.problems[name])
