@@ -3,13 +3,13 @@
 :func:`optimize_llm` resolves the model settings and the problems first (a missing key,
 an unknown problem or protocol file fails here, before any run directory exists, with
 one line that says what to set), then creates the run (or reopens it with ``resume``),
-starts one evaluator on the device, and runs one worker per problem in turn
-(``worker.py``). If the endpoint fails before the first model call of a problem
-succeeds, the remaining problems are not started: the run is marked ``stopped`` and the
-result says why.
+and hands the problems to the planner (``orchestrate/planner.py``) with the simplest plan:
+one LLM worker, one unit per problem, in turn (``worker.py`` runs each). If the endpoint
+fails before the first model call of a problem succeeds, the remaining problems are not
+started: the run is marked ``stopped`` and the result says why.
 
-Not covered: several workers at once or a planner choosing problems and roles (the
-orchestrator's job; it calls :func:`~solforge.agents.worker.run_llm_worker` itself).
+Not covered: several workers, roles in turn, final re-measurement: ``solforge optimize``
+builds those plans on the same planner.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from solforge.agents.clients import ModelClient
 from solforge.agents.loop import AgentConfig
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
-from solforge.agents.worker import WorkerConfig, WorkerResult, run_llm_worker
-from solforge.bench.evaluator import Evaluator
+from solforge.agents.worker import WorkerResult
 from solforge.bench.options import EvalOptions
 from solforge.bench.solution import languages as known_languages
+from solforge.orchestrate.planner import Planner, PlannerConfig, Unit
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import resolve_target
 from solforge.problems.spec import Problem
@@ -130,26 +130,29 @@ def optimize_llm(
         run.ledger.add_problem(p.name, str(p.path), p.category)
     for b in broken:
         run.ledger.event("problem_broken", message=b)
-    config = WorkerConfig(
-        model=mc, worker=worker, role=role, role_file=role_file, protocol=protocol,
-        languages=langs, agent=agent_cfg, tools=ToolConfig(command_timeout_s=timeout_s,
-                                                           memory_mb=opts.memory_mb),
-        resume=True)
+    settings = {
+        "model": mc, "client": client, "role_file": role_file, "protocol": protocol,
+        "languages": langs, "agent": agent_cfg, "resume": True,
+        "tools": ToolConfig(command_timeout_s=timeout_s, memory_mb=opts.memory_mb)}
+    # one worker, one unit per problem, in turn: the planner's simplest plan
+    plan = PlannerConfig(agents=["llm"], workers=1, devices=[opts.device], roles=[role],
+                         max_units=1, final_rounds=0)
     out = OptimizeResult(run_dir=str(run.dir), status="finished", broken=broken)
-    finished = False
+
+    def unit_done(unit: Unit, result: Any) -> None:
+        if result is not None and on_result is not None:
+            on_result(result)
+
+    if on_event is not None:
+        settings["on_event"] = on_event
+    planner = Planner(run, problems, plan, opts, {"llm": settings},
+                      on_unit_done=unit_done)
     try:
-        with Evaluator(opts) as ev:
-            for p in problems:
-                res = run_llm_worker(run, p, ev, config, client=client, on_event=on_event)
-                out.results.append(res)
-                if on_result is not None:
-                    on_result(res)
-                if res.status == "model_error" and res.steps == 0:
-                    out.status, out.message = "stopped", res.message
-                    break
-        finished = True
-    finally:  # interrupted (Ctrl-C): "stopped", and --resume continues it
-        run.mark(out.status if finished else "stopped")
-    if out.status == "stopped":
-        run.ledger.event("run_stopped", message=out.message)
+        result = planner.loop()
+    except BaseException:  # interrupted (Ctrl-C): "stopped", and --resume continues it
+        run.mark("stopped")
+        raise
+    out.results = [r for r in result.results if isinstance(r, WorkerResult)]
+    if planner.halted:
+        out.status, out.message = "stopped", result.reason
     return out

@@ -86,6 +86,12 @@ class WorkerResult(BaseModel):
     trajectory: str = ""
     workspace: str = ""
 
+    @property
+    def stop_run(self) -> str:
+        """Why the whole run should stop ('' to go on): the model endpoint failed before
+        the first step succeeded, so every other problem would fail the same way."""
+        return self.message if self.status == "model_error" and self.steps == 0 else ""
+
 
 class LedgerRecorder:
     """The toolbox's :class:`~solforge.agents.tools.Recorder`, writing the run's ledger."""

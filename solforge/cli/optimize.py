@@ -102,6 +102,20 @@ def register(app: typer.Typer) -> None:
         """Optimise problems with agents (default: the built-in search agent, offline)."""
         flags = dict(locals())
         agents = [a.strip() for a in agent.split(",") if a.strip()]
+        role_list = [r.strip() for r in roles.split(",") if r.strip()]
+        if agents == ["llm"] and workers == 1 and len(role_list) == 1:
+            # the simple plan (one LLM unit per problem, in turn) with its results table
+            from solforge.cli.optimize_llm import run_llm_optimize
+
+            raise typer.Exit(run_llm_optimize(
+                list(targets or ["all"]), console=console, model=model, base_url=base_url,
+                api=api, device=device, run_dir=resume or run_dir,
+                language=list(language or []) or None, protocol=protocol, api_key=api_key,
+                llm_config=llm_config, role=role_list[0], role_file=role_file,
+                max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost,
+                max_time_s=max_time_s, context_tokens=context_tokens, price_in=price_in,
+                price_out=price_out, policy=policy, timeout_s=timeout,
+                resume=resume is not None))
         try:
             if resume is not None:
                 run = Run.open(resume)
@@ -134,7 +148,7 @@ def register(app: typer.Typer) -> None:
             devices = ["cpu"]
         cfg = PlannerConfig(
             agents=agents, workers=workers, devices=devices,
-            roles=[r.strip() for r in roles.split(",") if r.strip()],
+            roles=role_list,
             converge_sol=converge_sol, patience=patience, max_units=max_units,
             unit_timeout_s=unit_timeout_s,
             budgets=Budgets(wall_s=budget_wall_s, device_s=budget_device_s,

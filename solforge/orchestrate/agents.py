@@ -27,14 +27,16 @@ def search_agent(**settings: Any):
     return unit_fn
 
 
-def llm_agent(model: Any = None, client: Any = None, **settings: Any):
+def llm_agent(model: Any = None, client: Any = None, on_event: Any = None,
+              **settings: Any):
     from solforge.agents.worker import WorkerConfig, run_llm_worker
 
     def unit_fn(run: Run, problem: Problem, evaluator: CachedEvaluator, unit: Unit) -> Any:
         cfg = WorkerConfig(**{**settings, "model": model, "worker": unit.worker,
                               "role": unit.role, "start_from": unit.start_from,
                               "parent_attempt": unit.parent_attempt})
-        return run_llm_worker(run, problem, evaluator, cfg, client=client)
+        return run_llm_worker(run, problem, evaluator, cfg, client=client,
+                              on_event=on_event)
 
     return unit_fn
 

@@ -76,7 +76,8 @@ class PlannerConfig(BaseModel):
     patience: int = Field(2, ge=1, description="units without 1% gain that end a problem")
     max_units: int = Field(3, ge=1, description="units per problem, at most")
     unit_timeout_s: float = Field(0.0, ge=0, description="a unit longer is stalled (0: off)")
-    final_rounds: int = Field(3, ge=1, description="interleaved rounds of the final check")
+    final_rounds: int = Field(3, ge=0, description="interleaved rounds of the final check "
+                              "(0: no final verification)")
     budgets: Budgets = Field(default_factory=Budgets)
 
 
@@ -145,6 +146,7 @@ class PlannerResult:
     status: str
     reason: str
     problems: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: list[Any] = field(default_factory=list)  # what each unit's worker returned
     cache_hits: int = 0
     evaluations: int = 0
 
@@ -152,19 +154,26 @@ class PlannerResult:
 class Planner:
     def __init__(self, run: Run, problems: list[Problem], config: PlannerConfig,
                  options: EvalOptions, agent_settings: dict[str, dict[str, Any]] | None = None,
-                 on_update: Callable[[Planner], None] | None = None) -> None:
+                 on_update: Callable[[Planner], None] | None = None,
+                 on_unit_done: Callable[[Unit, Any], None] | None = None) -> None:
         self.run, self.config, self.options = run, config, options
         self.on_update = on_update
+        self.on_unit_done = on_unit_done
+        self.results: list[Any] = []
         self.lock = threading.Lock()
         self.started = time.monotonic()
         self.stop_reason = ""
+        self.halted = False  # stopped by a worker, not by a budget
         settings = agent_settings or {}
         self.fns = {a: agent_factory(a)(**settings.get(a, {})) for a in set(config.agents)}
         self.problems = {p.name: ProblemState(p) for p in problems}
         for p in problems:
             run.ledger.add_problem(p.name, str(p.path), p.category)
+        # one worker of one kind is named after its kind ("search", "llm"): the names
+        # that trajectories and workspaces carry
         self.workers = [
-            WorkerState(name=f"w{i}-{config.agents[i % len(config.agents)]}",
+            WorkerState(name=(config.agents[0] if config.workers == 1 else
+                              f"w{i}-{config.agents[i % len(config.agents)]}"),
                         agent=config.agents[i % len(config.agents)],
                         device=config.devices[i % len(config.devices)])
             for i in range(config.workers)]
@@ -256,22 +265,36 @@ class Planner:
                 path = self.run.solution_path(ps.problem.name, f"best-{att['id']}")
                 path.write_text(att["source"])
                 start, parent = path, att["id"]
-        wid = led.add_work(ps.problem.name, w.agent, {"role": role, "worker": w.name})
+        # the n-th unit of a problem keeps its name when it is redone after a crash, so
+        # an LLM worker resumes its trajectory instead of starting over
+        ordinal = ps.units + 1
+        wid = led.add_work(ps.problem.name, w.agent, {"role": role, "worker": w.name,
+                                                      "ordinal": ordinal})
         return Unit(id=wid, problem=ps.problem.name, agent=w.agent, role=role,
-                    worker=f"{w.name}-u{wid}", start_from=start, parent_attempt=parent)
+                    worker=w.name if ordinal == 1 else f"{w.name}-{ordinal}",
+                    start_from=start, parent_attempt=parent)
 
     def _run_unit(self, w: WorkerState, ps: ProblemState, unit: Unit) -> None:
         led = self.run.ledger
         led.set_work(unit.id, "running", worker=w.name)
         error = ""
+        result = None
         try:
             if w.evaluator is None:
                 opts = self.options.model_copy(update={"device": w.device})
                 w.evaluator = CachedEvaluator(Evaluator(opts), led)
-            self.fns[w.agent](self.run, ps.problem, w.evaluator, unit)
+            result = self.fns[w.agent](self.run, ps.problem, w.evaluator, unit)
         except Exception as e:  # a worker bug or a stall: the unit fails, the run goes on
             error = f"{type(e).__name__}: {e}"
         with self.lock:
+            if result is not None:
+                self.results.append(result)
+                # a worker that finds the run cannot go on (a dead model endpoint before
+                # its first step) stops it: no point starting the other problems
+                stop = getattr(result, "stop_run", "")
+                if stop and not self.stop_reason:
+                    self.stop_reason = stop
+                    self.halted = True
             improved = self._refresh(ps)
             ps.units += 1
             ps.stale = 0 if improved else ps.stale + 1
@@ -283,6 +306,8 @@ class Planner:
             self._check_converged(ps)
             ps.busy = False
             w.state, w.unit = "idle", None
+        if self.on_unit_done is not None:
+            self.on_unit_done(unit, result)
 
     def _dispatch(self) -> bool:
         """Start units on idle workers; False when nothing is running or left to start."""
@@ -323,7 +348,8 @@ class Planner:
                     self.on_update(self)
                 self._watch_stalls()
                 time.sleep(poll_s)
-            self._final_verification()
+            if self.config.final_rounds and not self.halted:
+                self._final_verification()
         finally:
             for w in self.workers:
                 if w.evaluator is not None:
@@ -331,13 +357,17 @@ class Planner:
         done = all(ps.converged for ps in self.problems.values())
         reason = self.stop_reason or ("every problem converged" if done else "stopped")
         self.run.ledger.set_meta("stop_reason", reason)
-        self.run.mark("finished" if done or self.stop_reason else "stopped")
+        if self.halted:
+            self.run.ledger.event("run_stopped", message=reason)
+        self.run.mark("stopped" if self.halted or not (done or self.stop_reason)
+                      else "finished")
         if self.on_update:
             self.on_update(self)
         hits = sum(w.evaluator.hits for w in self.workers if w.evaluator)
         misses = sum(w.evaluator.misses for w in self.workers if w.evaluator)
         return PlannerResult(
-            status=self.run.status(), reason=reason, cache_hits=hits, evaluations=misses,
+            status=self.run.status(), reason=reason, results=list(self.results),
+            cache_hits=hits, evaluations=misses,
             problems={n: {"units": ps.units, "best_speedup": ps.best_speedup,
                           "best_sol": ps.best_sol, "converged": ps.converged}
                       for n, ps in self.problems.items()})

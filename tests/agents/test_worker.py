@@ -302,9 +302,12 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
                      run_dir=run_dir, eval_options=fast_options(), max_steps=2)
     check_clean(s)
     # a process killed at this point leaves no exit line: cut it (and any after it)
-    traj_path = Run.open(run_dir).trajectory_path("llm", "tiny_linear")
+    run = Run.open(run_dir)
+    traj_path = run.trajectory_path("llm", "tiny_linear")
     kept = [x for x in traj_path.read_text().splitlines() if '"type": "exit"' not in x]
     traj_path.write_text("\n".join(kept) + "\n")
+    (unit,) = run.ledger.work()
+    run.ledger.set_work(unit["id"], "running")  # where a killed process leaves its unit
 
     def resumed(req: Request) -> Reply:
         calls = [c["function"]["name"] for m in req.body["messages"]
@@ -321,10 +324,11 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     assert (workspace_of(run_dir) / "solution.py").read_text() == GOOD
     types = [x["type"] for x in lines(traj_path)]
     assert "resume" in types and types[-1] == "exit"
-    # a finished trajectory is reported, not rerun
+    # a finished run resumed has nothing left to do: no model call, the verdict stands
     again = optimize_llm([str(TINY)], client=make_client(model_config("http://127.0.0.1:9/v1")),
                          run_dir=run_dir, eval_options=fast_options(), resume=True)
-    assert (again.results[0].status, again.results[0].verdict) == ("submitted", "PASSED")
+    assert again.results == [] and again.status == "finished"
+    assert Run.open(run_dir).show()["problems"][0]["best"]["status"] == "PASSED"
 
 
 def test_diagnoser_starts_from_the_given_candidate(tmp_path, evaluator):
