@@ -1,0 +1,95 @@
+"""The planner over real workers: LLM workers driven by a scripted model server on loopback,
+real CPU evaluators, a real run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from solforge.agents.clients import make_client
+from solforge.orchestrate.planner import Budgets, Planner, PlannerConfig
+from solforge.orchestrate.run import Run, RunSpec
+from solforge.problems import load_problem
+from tests.agents.conftest import GOOD, fast_options, model_config
+from tests.agents.loopback import Reply, Request, ScriptedServer
+from tests.conftest import PROBLEMS
+
+TINY = load_problem(PROBLEMS / "tiny_linear.py")
+RELU = load_problem(PROBLEMS / "kb_relu.py")
+RELU_SOLUTION = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.clamp_min(x, 0.0)
+'''
+
+
+def brain(req: Request) -> Reply:
+    """A scripted model that acts on what it sees, so two workers may share one server:
+    read the problem, write the right solution for it, evaluate, submit."""
+    outs = req.tool_outputs()
+    if not outs:
+        return Reply("Read the reference.", [("read_file", {"path": "problem.py"})])
+    first = outs[0]
+    if len(outs) == 1:
+        source = GOOD if "gelu" in first else RELU_SOLUTION
+        return Reply("Write the fused version.", [("write_file", {"path": "solution.py",
+                                                                   "content": source})])
+    if len(outs) == 2:
+        return Reply("Check it.", [("evaluate", {})])
+    return Reply("It passes.", [("submit", {"path": "solution.py", "summary": "fused"})])
+
+
+def planner(tmp_path: Path, server: ScriptedServer, **cfg) -> Planner:
+    run = Run.create(tmp_path / "run", RunSpec(agent="llm"))
+    settings = {"llm": {"model": model_config(server.base_url),
+                        "client": make_client(model_config(server.base_url))}}
+    config = PlannerConfig(agents=["llm"], **{"max_units": 1, "final_rounds": 1, **cfg})
+    return Planner(run, [TINY, RELU], config, fast_options(), settings)
+
+
+def test_two_workers_two_problems_all_solved_and_verified(tmp_path):
+    with ScriptedServer([brain] * 8) as s:
+        p = planner(tmp_path, s, workers=2)
+        result = p.loop(poll_s=0.05)
+    assert not s.errors, s.errors
+    assert result.status == "finished" and result.reason == "every problem converged"
+    run = Run.open(tmp_path / "run")
+    shown = run.show()
+    assert {x["name"]: x["best"]["status"] for x in shown["problems"]} == {
+        "tiny_linear": "PASSED", "kb_relu": "PASSED"}
+    # the two units ran on the two workers, and each winner was re-measured ("final")
+    assert sorted(w["data"]["worker"] for w in run.ledger.work()) == ["w0-llm", "w1-llm"]
+    assert {e["problem"] for e in run.ledger.evaluations(kind="final")} == {"tiny_linear",
+                                                                           "kb_relu"}
+    assert all(x["best"] and x["best"]["status"] == "PASSED" for x in shown["problems"])
+    assert shown["status"] == "finished"
+
+
+def test_attempt_budget_stops_the_run_cleanly(tmp_path):
+    with ScriptedServer([brain] * 4) as s:
+        p = planner(tmp_path, s, workers=1, budgets=Budgets(attempts=1))
+        result = p.loop(poll_s=0.05)
+    assert result.reason == "attempt budget (1) spent"
+    run = Run.open(tmp_path / "run")
+    assert run.status() == "finished"
+    assert run.ledger.get_meta("stop_reason") == "attempt budget (1) spent"
+    done = run.ledger.work("done")
+    assert len(done) == 1  # the second problem was never started
+    assert run.ledger.work("running") == [] and run.ledger.work("queued") == []
+
+
+def test_headroom_orders_untried_then_least_solved(tmp_path):
+    with ScriptedServer([]) as s:
+        p = planner(tmp_path, s)
+    a, b = p.problems["tiny_linear"], p.problems["kb_relu"]
+    assert p.headroom(a) == p.headroom(b)  # both untried
+    a.best_speedup, a.best_sol = 1.2, 0.9
+    b.best_speedup, b.best_sol = 1.0, 0.4
+    assert p.next_problem() is b  # more headroom to the speed of light
+    b.converged = "done"
+    assert p.next_problem() is a
