@@ -2,7 +2,8 @@
 # One device call: builds, checks and times what the named steps ask, results under $OUT.
 # Usage (on the GPU machine, from the repository root):
 #   bash benchmarks/gpu/session.sh STEP [STEP ...]
-# Steps: env tests calibrate reference examples hacks optimize throughput cute
+# Steps: env calibrate tests reference examples cute hacks optimize throughput
+# DEADLINE (seconds after start, default 570) bounds the open-ended steps.
 # Needs the pydantic wheels carried in .whl/ (the H200 image lacks pydantic).
 set -u
 export PYTHONUNBUFFERED=1 SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
@@ -46,6 +47,35 @@ for s in "$@"; do
         timeout 200 $SF bench all --solution examples/solutions/$lang --device cuda \
           --budget-ms 300 --json "$OUT/examples_$lang.json" 2>&1 | tail -12
       done ;;
+    cute)
+      # CuTe DSL: the cu12 libs wheel (92 MB) comes in two parts over two warm calls:
+      # call 1 copies .cute1/ to /tmp/cute, call 2 carries .cute2/ (part 2 + the small wheels)
+      step cute
+      if [ -d .cute1 ]; then mkdir -p /tmp/cute && cp .cute1/* /tmp/cute/; fi
+      if [ -d .cute2 ] && [ -f /tmp/cute/cu12part.aa ]; then
+        cat /tmp/cute/cu12part.aa .cute2/cu12part.ab > /tmp/cute/nvidia_cutlass_dsl_libs_cu12-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cutepkg \
+          /tmp/cute/nvidia_cutlass_dsl_libs_cu12-*.whl .cute2/nvidia_cutlass_dsl-*.whl \
+          .cute2/nvidia_cutlass_dsl_libs_base-*.whl
+        export PYTHONPATH=/tmp/cutepkg:/tmp/cutepkg/nvidia_cutlass_dsl/python_packages:/tmp/cutepkg/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH
+        python3 -c "import cutlass.cute" && timeout $(left) $SF bench residual_gate_flux \
+          --solution examples/solutions/cute_dsl/residual_gate_flux.py --device cuda \
+          --json "$OUT/cute.json" 2>&1 | tail -20
+      fi ;;
+    hacks)
+      step hacks
+      timeout $(left) python3 -m pytest -q -p no:cacheprovider --timeout 200 -m gpu \
+        tests/anticheat 2>&1 | tail -30 | tee "$OUT/anticheat_gpu.log" ;;
+    optimize)
+      step optimize
+      timeout $(left) $SF optimize ${OPT_TARGET:-all} --device cuda --workers ${OPT_WORKERS:-3} \
+        --run-dir /tmp/optrun --max-units 1 2>&1 | tail -40
+      $SF export /tmp/optrun --out /tmp/optexport && cp /tmp/optexport/summary.json "$OUT/optimize_summary.json"
+      $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json" ;;
+    throughput)
+      step throughput
+      timeout $(left) python3 benchmarks/throughput.py --device cuda --workers 3 \
+        --json "$OUT/throughput.json" 2>&1 | tail -20 ;;
     *) echo "unknown step $s" ;;
   esac
 done
