@@ -82,6 +82,7 @@ def register(app: typer.Typer) -> None:
         budget_attempts: int = typer.Option(0, help="run budget: candidates"),
         unit_timeout_s: float = typer.Option(0.0, help="a unit longer is stalled (0: off)"),
         timeout: float = typer.Option(300.0, help="seconds per evaluation"),
+        baselines: str = typer.Option("eager,compile", help="reference baselines to time"),
         policy: str = typer.Option("default", help="default or strict"),
         language: list[str] = typer.Option(None, "--language", help=LLM_FLAGS["language"]),
         model: str = typer.Option(None, help=LLM_FLAGS["model"]),
@@ -115,7 +116,10 @@ def register(app: typer.Typer) -> None:
                 max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost,
                 max_time_s=max_time_s, context_tokens=context_tokens, price_in=price_in,
                 price_out=price_out, policy=policy, timeout_s=timeout,
-                resume=resume is not None))
+                resume=resume is not None,
+                eval_options=EvalOptions(device=device, timeout_s=timeout, policy=policy,
+                                         languages=list(language or []) or None,
+                                         baselines=[b for b in baselines.split(",") if b])))
         try:
             if resume is not None:
                 run = Run.open(resume)
@@ -155,7 +159,8 @@ def register(app: typer.Typer) -> None:
                             tokens=budget_tokens, cost_usd=budget_cost,
                             attempts=budget_attempts))
         opts = EvalOptions(device=devices[0], timeout_s=timeout, policy=policy,
-                           languages=list(language or []) or None)
+                           languages=list(language or []) or None,
+                           baselines=[b for b in baselines.split(",") if b])
         if resume is None:
             spec = RunSpec(agent=",".join(agents), targets=list(targets or ["all"]),
                            device=device, workers=workers,

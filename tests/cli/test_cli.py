@@ -1,0 +1,106 @@
+"""The public command line, run as a user runs it: `python -m solforge.cli.main ...` in a
+subprocess (a real console script entry, real files, real exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.agents.conftest import GOOD
+from tests.agents.loopback import Reply, ScriptedServer
+from tests.conftest import PROBLEMS, SOLUTIONS
+
+
+def sf(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "solforge.cli.main", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_problems_list_json_and_show():
+    r = sf("problems", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    problems = json.loads(r.stdout)
+    assert len(problems) >= 40
+    for p in problems:
+        assert {"name", "category", "source", "workloads"} <= set(p)
+    cats = {p["category"] for p in problems}
+    assert {"L1", "L2", "quant", "attention"} <= cats
+    l1 = json.loads(sf("problems", "list", "--category", "L1", "--json").stdout)
+    assert l1 and all(p["category"] == "L1" for p in l1)
+    r = sf("problems", "show", "rmsnorm_llama3")
+    assert r.returncode == 0 and "Llama 3" in r.stdout and "prefill_8k_8b" in r.stdout
+
+
+def test_bench_writes_records_and_summary(tmp_path):
+    out = tmp_path / "records.json"
+    r = sf("bench", str(PROBLEMS / "tiny_linear.py"), "--solution",
+           str(SOLUTIONS / "tiny_good_pytorch.py"), "--baselines", "eager", "--budget-ms",
+           "50", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASSED" in r.stdout
+    (rec,) = json.loads(out.read_text())
+    assert rec["schema"] == "solforge.evaluation/1" and rec["status"] == "PASSED"
+    w = rec["workloads"][0]
+    for key in ("name", "visible", "correct", "max_abs_error", "max_rel_error", "time_ms",
+                "latency_ms", "eager_ms", "compile_ms", "speedup_vs_eager",
+                "speedup_vs_compile"):
+        assert key in w
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    assert summary["schema"] == "solforge.summary/1" and summary["passed"] == 1
+
+
+def test_bench_failure_exit_code_and_unknown_target(tmp_path):
+    r = sf("bench", str(PROBLEMS / "tiny_linear.py"), "--solution",
+           str(SOLUTIONS / "tiny_wrong_shape.py"), "--baselines", "eager")
+    assert r.returncode == 1 and "INCORRECT_SHAPE" in r.stdout
+    r = sf("bench", "no_such_problem", "--solution", str(SOLUTIONS / "tiny_good_pytorch.py"))
+    assert r.returncode == 2 and "not a problem file" in r.stdout
+
+
+def test_bench_directory_of_problems_records_broken_ones(tmp_path):
+    d = tmp_path / "problems"
+    d.mkdir()
+    (d / "kb_relu.py").write_text((PROBLEMS / "kb_relu.py").read_text())
+    (d / "broken.py").write_text("import torch\ndef get_inputs(:\n")
+    out = tmp_path / "r.json"
+    r = sf("bench", str(d), "--solution", "reference", "--baselines", "eager", "--json",
+           str(out))
+    recs = {x["problem"]: x["status"] for x in json.loads(out.read_text())}
+    assert recs == {"broken": "INVALID_REFERENCE", "kb_relu": "PASSED"}, r.stdout
+    assert r.returncode == 1
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_optimize_llm_then_runs_show_and_export(tmp_path, api):
+    def write(req):
+        return Reply("Write it.", [("write_file", {"path": "solution.py", "content": GOOD})])
+
+    script = [Reply("Read.", [("read_file", {"path": "problem.py"})]), write,
+              Reply("Check.", [("evaluate", {})]),
+              Reply("Done.", [("submit", {"path": "solution.py", "summary": "fused"})])]
+    run_dir = tmp_path / "run"
+    with ScriptedServer(script) as s:
+        url = s.base_url if api == "openai" else s.root_url
+        r = sf("optimize", str(PROBLEMS / "tiny_linear.py"), "--agent", "llm", "--model",
+               "test-model", "--api", api, "--base-url", url, "--api-key", "k",
+               "--run-dir", str(run_dir), "--baselines", "eager", "--timeout", "120")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not s.errors and s.remaining == 0
+    shown = json.loads(sf("runs", "show", str(run_dir), "--json").stdout)
+    assert shown["status"] == "finished" and shown["evaluations"] >= 2
+    (p,) = shown["problems"]
+    assert p["name"] == "tiny_linear" and p["attempts"] == 1
+    assert p["best"]["status"] == "PASSED" and p["best"]["held_out_included"]
+    out = tmp_path / "export"
+    r = sf("export", str(run_dir), "--out", str(out))
+    assert r.returncode == 0, r.stdout
+    assert (out / "solutions" / "tiny_linear.py").read_text() == GOOD
+    assert json.loads((out / "records" / "tiny_linear.json").read_text())["status"] == "PASSED"
+    assert json.loads((out / "summary.json").read_text())["passed"] == 1
+    assert Path(out / "problems" / "tiny_linear.py").is_file()
