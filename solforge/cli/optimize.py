@@ -104,6 +104,15 @@ def register(app: typer.Typer) -> None:
         flags = dict(locals())
         agents = [a.strip() for a in agent.split(",") if a.strip()]
         role_list = [r.strip() for r in roles.split(",") if r.strip()]
+        if resume is not None:  # what to resume comes from the run itself
+            try:
+                spec = Run.open(resume).spec
+            except FileNotFoundError as e:
+                console.print(f"[red]solforge optimize: {e}[/red]")
+                raise typer.Exit(2) from None
+            targets = spec.targets
+            agents = spec.options.get("agents") or spec.agent.split(",")
+            device = spec.device
         if agents == ["llm"] and workers == 1 and len(role_list) == 1:
             # the simple plan (one LLM unit per problem, in turn) with its results table
             from solforge.cli.optimize_llm import run_llm_optimize
@@ -121,12 +130,6 @@ def register(app: typer.Typer) -> None:
                                          languages=list(language or []) or None,
                                          baselines=[b for b in baselines.split(",") if b])))
         try:
-            if resume is not None:
-                run = Run.open(resume)
-                spec = run.spec
-                targets = spec.targets
-                agents = spec.options.get("agents", agents)
-                device = spec.device
             problems = []
             seen = set()
             for t in targets or ["all"]:
@@ -173,6 +176,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[red]{e}[/red]")
                 raise typer.Exit(2) from None
         else:
+            run = Run.open(resume)
             run.mark("running")
         planner = Planner(run, problems, cfg, opts, settings)
         with Live(progress_view(planner), console=console, refresh_per_second=2,
