@@ -352,7 +352,8 @@ def _baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list
             label = "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
             key = baseline_key(problem.content_hash, w.name, w.params_json(),
                                device_name(opts.device), label,
-                               {"budget_ms": cfg.budget_ms, "max_calls": cfg.max_calls})
+                               {"budget_ms": cfg.budget_ms, "max_calls": cfg.max_calls,
+                                "threads": torch.get_num_threads()})
             hit = None if opts.fresh_baselines else cache.get(key)
             if hit is None:
                 judge.phase("baseline", workload=w.name, kind=label)

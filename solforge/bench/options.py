@@ -27,6 +27,9 @@ class EvalOptions(BaseModel):
     policy: str = Field("default", description="default (flag) or strict (reject) fallbacks")
     languages: list[str] | None = Field(None, description="languages that count (None: all)")
     memory_mb: int = Field(16384, description="host memory limit of the candidate")
+    cpu_threads: int = Field(1, ge=1, description="intra-op threads on a CPU device, for the "
+                             "candidate and the reference alike (several threads on a small "
+                             "CPU make tiny ops 4x slower at random: thread wake-ups)")
     sol_baseline: str = Field("best", description="T_b of the SOL score: eager, compile, best")
 
     def timing_budget_ms(self) -> float:

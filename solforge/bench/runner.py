@@ -106,7 +106,8 @@ class Runner:
     def op_load(self, msg: dict) -> dict:
         from solforge.bench import inputs as I
 
-        torch = self.torch
+        if self.device.type == "cpu":
+            self.torch.set_num_threads(int(msg.get("cpu_threads", 1)))
         self._import(msg["problem"], msg["solution"])
         new_cls = getattr(self.solution_mod, "ModelNew", None)
         if new_cls is None:

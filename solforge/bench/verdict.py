@@ -61,6 +61,8 @@ def select_workloads(problem: Problem, opts: EvalOptions) -> list[tuple[Workload
 def evaluate(judge: Judge, problem_path: str, solution_path: str, language: str | None,
              options: dict[str, Any]) -> dict[str, Any]:
     opts = EvalOptions(**options)
+    if opts.device == "cpu":
+        torch.set_num_threads(opts.cpu_threads)
     t0 = time.monotonic()
     rec = EvaluationRecord(problem=str(problem_path), solution=str(solution_path),
                            device=device_name(opts.device), status=Status.PASSED,
@@ -154,7 +156,8 @@ def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w
     judge.phase("candidate", workload=w.name)
     try:
         runner.ask({"op": "load", "problem": str(problem.path), "solution": str(solution_path),
-                    "params": dict(w.params), "eval_mode": eval_mode}, deadline)
+                    "params": dict(w.params), "eval_mode": eval_mode,
+                    "cpu_threads": opts.cpu_threads}, deadline)
     except RunnerFailure as e:
         if e.flag:
             res.flags.append(e.flag)
