@@ -1,0 +1,58 @@
+"""Timing: fresh inputs per call, the kept outputs, and symmetric measurement of candidate
+and reference (the same code measured on both sides comes out at about 1.0x)."""
+
+from __future__ import annotations
+
+import torch
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.reference_solution import reference_solution
+from solforge.bench.timing import TimingConfig, fresh_inputs, measure
+from solforge.problems import load_problem
+from tests.conftest import PROBLEMS
+
+
+def test_fresh_inputs_new_values_new_storage_same_meaning():
+    x = torch.randn(64, 33)
+    idx = torch.randint(0, 10, (7,))
+    mask = torch.rand(5) > 0.5
+    a = fresh_inputs([x, idx, mask, 3.5], seed=1)
+    b = fresh_inputs([x, idx, mask, 3.5], seed=1)
+    c = fresh_inputs([x, idx, mask, 3.5], seed=2)
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[0], c[0])  # seeded, and fresh
+    assert not torch.equal(a[0], x)
+    assert (a[0] / x - 1).abs().max() <= 2.0**-4 + 1e-6  # a small relative change
+    assert torch.equal(a[1], idx) and torch.equal(a[2], mask) and a[3] == 3.5
+    assert a[0].data_ptr() != x.data_ptr() and a[1].data_ptr() != idx.data_ptr()
+    f8 = x.to(torch.float8_e4m3fn)
+    assert not torch.equal(fresh_inputs([f8], 3)[0].float(), f8.float())  # survives rounding
+
+
+def test_measure_keeps_outputs_for_later_checks():
+    calls = []
+
+    def fn(a):
+        calls.append(a.data_ptr())
+        return a * 2
+
+    pool = [[torch.randn(8)] for _ in range(3)]
+    t = measure(fn, pool, torch.device("cpu"), TimingConfig(budget_ms=5, min_calls=10,
+                                                          max_calls=10), retain_bytes=1 << 20)
+    assert len(t.kernel_ms) == 10 and all(x > 0 for x in t.kernel_ms)
+    assert sorted(t.outputs) == list(range(10))
+    for i, out in t.outputs.items():
+        want = fresh_inputs(pool[i % 3], t.perturb_seeds[i])[0] * 2
+        assert torch.equal(out, want)
+    small = measure(fn, pool, torch.device("cpu"), TimingConfig(budget_ms=5, min_calls=10,
+                                                              max_calls=10), retain_bytes=40)
+    assert sorted(small.outputs) == [9]  # room for one output: the newest is kept
+
+
+def test_reference_against_itself_is_about_one():
+    p = load_problem(PROBLEMS / "tiny_linear.py")
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=200,
+                               workloads=["small"])) as ev:
+        r = ev.evaluate(p, reference_solution(p))
+    w = r.workloads[0]
+    assert 0.6 < w.speedup_vs_eager < 1.6, (w.time_ms, w.eager_ms)
