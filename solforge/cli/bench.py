@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from solforge.cli.console import make_console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -15,11 +15,26 @@ from solforge.bench.records import EvaluationRecord
 from solforge.bench.suite import bench as run_bench
 from solforge.problems import ProblemError, resolve_target
 
-console = Console()
+console = make_console()
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}{unit}"
+
+
+def workloads_table(r: EvaluationRecord) -> Table:
+    """One record's workloads: error, kernel time against the baselines, speed of light."""
+    t = Table(title=f"{r.problem} ({r.language}, {r.device}): {r.status.value}")
+    for col in ("workload", "held out", "correct", "max abs err", "kernel ms", "eager ms",
+                "compile ms", "vs eager", "vs compile", "SOL ms", "bound", "SOL score"):
+        t.add_column(col, justify="left" if col in ("workload", "bound") else "right")
+    for w in r.workloads:
+        t.add_row(w.name, "" if w.visible else "yes", "yes" if w.correct else "NO",
+                  _fmt(w.max_abs_error, digits=2), _fmt(w.time_ms), _fmt(w.eager_ms),
+                  _fmt(w.compile_ms), _fmt(w.speedup_vs_eager, "x"),
+                  _fmt(w.speedup_vs_compile, "x"), _fmt(w.sol_ms), w.bound or "-",
+                  _fmt(w.sol_score, digits=2))
+    return t
 
 
 def records_table(records: list[EvaluationRecord], title: str = "") -> Table:
@@ -135,7 +150,8 @@ def register(app: typer.Typer) -> None:
         except FileNotFoundError as e:
             console.print(f"[red]{e}[/red]")
             raise typer.Exit(2) from None
-        console.print(records_table(records))
+        console.print(workloads_table(records[0]) if len(records) == 1 and records[0].workloads
+                      else records_table(records))
         for r in records:
             if not r.passed and r.message:
                 console.print(f"[red]{r.problem}[/red]: {r.message[:600]}")

@@ -5,17 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
 from solforge.bench.options import EvalOptions
+from solforge.cli.console import make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
 from solforge.orchestrate.planner import Budgets, Planner, PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import ProblemError, resolve_target
 
-console = Console()
+console = make_console()
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:

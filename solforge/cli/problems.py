@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
+from solforge.cli.console import make_console
 from rich.syntax import Syntax
 from rich.table import Table
 
 from solforge.problems import ProblemError, builtin_problems, resolve_target
 
 app = typer.Typer(help="List and inspect problems.", no_args_is_help=True)
-console = Console()
+console = make_console()
 
 
 @app.command("list")

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from solforge.cli.console import make_console
 from rich.table import Table
 
 from solforge.orchestrate.run import Run
 
-console = Console()
+console = make_console()
 runs_app = typer.Typer(help="Read runs.", no_args_is_help=True)
 
 
