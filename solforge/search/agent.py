@@ -1,0 +1,358 @@
+"""The search worker: candidates from the generators, cheapest first, judged by the
+evaluator, the best kept and re-measured. No model, no key, no network.
+
+:func:`run_search_worker` on one problem:
+
+1. **Generate** (``candidates.py``): trace the reference, find library patterns, ask every
+   registered generator; candidates come cheapest first, parents before children.
+2. **Explore** on the visible workloads (``workloads="visible"``, as an agent sees them):
+   each candidate is an attempt in the ledger (agent ``search``, its levers, its reasoning,
+   its parent), its file frozen at ``run.solution_path(problem, attempt)``, its record a
+   ``visible`` evaluation. Skipped: a family after ``family_failures`` failed candidates, a
+   candidate whose parent failed, anything past a budget (``SearchConfig``).
+3. **Verdict**: the best passing candidate by ``speedup_vs_best`` (geomean over workloads
+   of min(eager, compile) / time) is judged on every workload, held-out ones included
+   (``full``); if it fails there the next one is tried (``verdict_tries``).
+4. **Re-measure**: the maximum of several noisy timings is biased upwards, so the winner is
+   evaluated again in a fresh runner with ``rounds`` interleaved rounds of candidate and
+   fresh baselines (``final``). That figure is the one reported.
+
+Budgets are per problem and cover the exploration; the verdict and the re-measurement
+always run. ``gpu_seconds`` counts the wall time of the candidate evaluations (on a CPU,
+the CPU's); ``compile_seconds`` counts the time the evaluator spends building, loading
+and checking candidates (its ``build`` and ``candidate`` phases: imports, Triton JIT,
+``torch.compile``, correctness trials), measured from its phase messages.
+
+When nothing beats the baselines the result says so: the kept solution is then the
+reference itself or its compiled form, with a speedup near or below 1. Under the
+evaluator's ``strict`` policy the candidates that run the reference's own forward
+(``Candidate.calls_reference``: the reference, compile, CUDA graphs, TF32, channels-last)
+are not evaluated, since that policy rejects them.
+
+Resuming (``resume``): candidates a search worker judged before on this problem (same
+source) keep their attempts and evaluations, free of this call's budget, so a later unit
+goes on where an earlier one stopped; a verdict or re-measurement already recorded is
+reused.
+
+Not covered: several search workers on one problem at the same moment (they may judge
+the same candidate twice); spending leftover budget on more variants of the winner (the
+candidate list is fixed once generated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from solforge.agents.worker import WorkerResult
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.guard import EvaluatorTampered
+from solforge.bench.records import EvaluationRecord
+from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.orchestrate.run import Run
+from solforge.problems.spec import Problem
+from solforge.search.candidates import Candidate, generate_candidates, search_context
+
+
+class SearchConfig(BaseModel):
+    """Budgets and choices of one search worker on one problem."""
+
+    worker: str = Field("search", description="worker name in the ledger")
+    role: str = Field("optimizer", description="the role its attempts are recorded under")
+    families: list[str] | None = Field(
+        None, description="generators to use (None: every registered one)")
+    max_candidates: int | None = Field(
+        None, ge=1, description="candidates evaluated per problem (None: 12 on a GPU, 6 on "
+        "a CPU)")
+    gpu_seconds: float = Field(
+        1800.0, gt=0, description="wall seconds of candidate evaluations per problem, on the "
+        "evaluation device (a CPU's seconds on a CPU)")
+    compile_seconds: float = Field(
+        900.0, gt=0, description="seconds the evaluator spends building, loading and "
+        "checking candidates (compilation included) per problem")
+    family_failures: int = Field(
+        2, ge=1, description="failed candidates after which a family's others are skipped")
+    verdict_tries: int = Field(
+        2, ge=1, description="passing candidates given the full verdict, best first, until "
+        "one passes it")
+    rounds: int = Field(3, ge=1, description="interleaved rounds of the final re-measurement")
+    resume: bool = Field(True, description="reuse earlier search attempts and evaluations "
+                         "of the same source on this problem (a later unit goes on where "
+                         "an earlier one stopped)")
+
+
+class _PhaseClock:
+    """Seconds per evaluator phase, from the phase messages the judge sends to the
+    :class:`Evaluator`'s ``on_phase`` hook (found through wrappers' ``inner``, such as the
+    planner's cache; an evaluator without the hook measures nothing)."""
+
+    def __init__(self, evaluator: Any) -> None:
+        while not hasattr(evaluator, "on_phase") and hasattr(evaluator, "inner"):
+            evaluator = evaluator.inner
+        self.evaluator = evaluator if hasattr(evaluator, "on_phase") else None
+        self.previous = getattr(self.evaluator, "on_phase", None)
+        self.seconds: Counter[str] = Counter()
+        self.phase: str | None = None
+        self.since = 0.0
+
+    def __call__(self, msg: dict[str, Any]) -> None:
+        self.stop()
+        self.phase, self.since = msg.get("phase"), time.monotonic()
+        if self.previous is not None:
+            self.previous(msg)
+
+    def stop(self) -> None:
+        if self.phase is not None:
+            self.seconds[self.phase] += time.monotonic() - self.since
+            self.phase = None
+
+    def __enter__(self) -> _PhaseClock:
+        if self.evaluator is not None:
+            self.evaluator.on_phase = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        if self.evaluator is not None:
+            self.evaluator.on_phase = self.previous
+
+    @property
+    def compile_s(self) -> float:
+        return self.seconds["build"] + self.seconds["candidate"]
+
+
+def _score(record: EvaluationRecord) -> float:
+    if not record.passed:
+        return -1.0
+    return speedup_vs_best(record.to_json()) or 0.0
+
+
+class _Search:
+    """One problem's search: the ledger writes and the bookkeeping between them."""
+
+    def __init__(self, run: Run, problem: Problem, evaluator: Evaluator, config: SearchConfig,
+                 on_event: Callable[..., None] | None) -> None:
+        self.run, self.problem, self.evaluator, self.config = run, problem, evaluator, config
+        self.led, self.name, self.worker = run.ledger, problem.name, config.worker
+        self.on_event = on_event or (lambda kind, **data: None)
+        self.attempts: dict[str, int] = {}           # candidate name -> attempt id
+        self.visible: dict[str, EvaluationRecord] = {}
+        # attempts of any search worker on this problem (the planner names later units
+        # search-2, ...): the same source is the same attempt, judged once
+        self.known: dict[str, dict[str, Any]] = {}
+        if config.resume:
+            for a in self.led.attempts(self.name):
+                if a["agent"] == "search":
+                    self.known.setdefault(a["source_hash"], a)
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.led.event(kind, problem=self.name, worker=self.worker, **data)
+        self.on_event(kind, problem=self.name, **data)
+
+    def known_attempt(self, c: Candidate) -> int | None:
+        """An earlier search attempt with the same source (resume), if any."""
+        found = self.known.get(hashlib.sha256(c.source.encode()).hexdigest()[:16])
+        return int(found["id"]) if found is not None else None
+
+    def attempt(self, c: Candidate) -> int:
+        known = self.known_attempt(c)
+        if known is not None:
+            return known
+        attempt = self.led.add_attempt(
+            self.name, c.source, c.language, agent="search", role=self.config.role,
+            worker=self.worker, parent=self.attempts.get(c.parent or ""),
+            reasoning=c.reasoning, levers=c.levers, path=f"candidate:{c.name}")
+        self.run.solution_path(self.name, attempt).write_text(c.source)
+        return attempt
+
+    def earlier(self, attempt: int, kind: str) -> EvaluationRecord | None:
+        if not self.config.resume:
+            return None
+        for e in reversed(self.led.evaluations(self.name, kind=kind)):
+            # a record of a tampered evaluator says nothing about the candidate
+            if e["attempt"] == attempt and \
+                    "evaluator_tampered" not in e["record"].get("flags", []):
+                return EvaluationRecord.from_json(e["record"])
+        return None
+
+    def evaluate(self, attempt: int, kind: str, **overrides: Any) -> EvaluationRecord:
+        found = self.earlier(attempt, kind)
+        if found is not None:
+            return found
+        path = self.run.solution_path(self.name, attempt)
+        record = self.evaluator.evaluate(self.problem, path, **overrides)
+        self.led.add_evaluation(self.name, record.to_json(), kind=kind, attempt=attempt)
+        self.event("evaluation", scope=kind, attempt=attempt, status=record.status.value,
+                   speedup_vs_best=speedup_vs_best(record.to_json()),
+                   message=record.message[:300])
+        return record
+
+
+def _limit(config: SearchConfig, gpu: bool) -> int:
+    return config.max_candidates or (12 if gpu else 6)
+
+
+def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
+                      config: SearchConfig | None = None,
+                      on_event: Callable[..., None] | None = None) -> WorkerResult:
+    """Search ``problem`` and record everything in ``run`` (see the module docstring).
+
+    ``evaluator`` is an :class:`Evaluator` or anything with its ``options`` and
+    ``evaluate`` (the planner's cache). ``on_event(kind, problem=..., **data)`` sees
+    ``candidate``, ``skipped`` and ``evaluation`` events as they happen (the ledger keeps
+    them too). Never raises for anything a candidate does; the result and the ledger say
+    how it ended. :class:`~solforge.bench.guard.EvaluatorTampered` (the evaluator's own
+    files changed: no verdict can be trusted any more) is recorded and raised.
+    """
+    config = config or SearchConfig()
+    s = _Search(run, problem, evaluator, config, on_event)
+    run.ledger.add_problem(problem.name, str(problem.path), problem.category)
+    run.ledger.set_problem_state(problem.name, "active")
+    try:
+        return _search(s)
+    except EvaluatorTampered as e:
+        run.ledger.set_problem_state(problem.name, "failed")
+        s.event("worker_finished", status="error", message=str(e))
+        raise
+
+
+def _search(s: _Search) -> WorkerResult:
+    config, led, name = s.config, s.led, s.name
+    result = WorkerResult(problem=name, status="error")
+    opts = s.evaluator.options
+    s.event("worker_started", agent="search", device=opts.device)
+    ctx = search_context(s.problem, opts.device)
+    if ctx.trace_error:
+        s.event("trace_failed", message=ctx.trace_error)
+    for err in ctx.pattern_errors:
+        s.event("pattern_failed", message=err)
+    cands, errors = generate_candidates(ctx, config.families)
+    for gen, err in errors.items():
+        s.event("generator_failed", generator=gen, message=err)
+    if opts.policy == "strict":
+        # they run the reference's own forward: the strict policy rejects every one
+        for c in (c for c in cands if c.calls_reference):
+            s.event("skipped", candidate=c.name, reason="runs the reference's forward, "
+                    "which the strict policy rejects")
+        cands = [c for c in cands if not c.calls_reference]
+    s.event("candidates", names=[c.name for c in cands],
+            patterns=[m.description for m in ctx.matches])
+    tried = _explore(s, cands, _limit(config, ctx.gpu))
+    result.steps = tried
+    ranked = sorted((c for c in cands if c.name in s.visible and s.visible[c.name].passed),
+                    key=lambda c: -_score(s.visible[c.name]))
+    if not ranked:
+        msg = (f"none of the {tried} candidates passed the visible workloads"
+               if tried else "no candidate was evaluated")
+        led.set_problem_state(name, "failed")
+        s.event("worker_finished", status="failed", message=msg)
+        return result.model_copy(update={"status": "failed", "message": msg})
+    winner, full = None, None
+    for c in ranked[:config.verdict_tries]:
+        full = s.evaluate(s.attempts[c.name], "full", workloads="all")
+        if full.passed:
+            winner = c
+            break
+    if winner is None:
+        assert full is not None
+        msg = f"the best candidates failed the full verdict: {full.message[:300]}"
+        led.set_problem_state(name, "exhausted")
+        s.event("worker_finished", status="finished", message=msg, verdict=full.status.value)
+        return result.model_copy(update={
+            "status": "finished", "message": msg, "verdict": full.status.value,
+            "attempt": s.attempts[ranked[0].name]})
+    attempt = s.attempts[winner.name]
+    final = s.evaluate(attempt, "final", workloads="all", rounds=config.rounds,
+                       fresh_baselines=True)
+    reported = final if final.passed else full
+    msg = _summary(winner, s.visible[winner.name], full, final)
+    led.set_problem_state(name, "converged")
+    s.event("worker_finished", status="finished", message=msg, attempt=attempt,
+            candidate=winner.name, levers=winner.levers, verdict=full.status.value,
+            final=final.status.value, speedup_vs_best=speedup_vs_best(reported.to_json()))
+    return result.model_copy(update={
+        "status": "finished", "message": msg, "verdict": full.status.value,
+        "attempt": attempt, "speedup_vs_eager": reported.speedup_vs_eager,
+        "speedup_vs_compile": reported.speedup_vs_compile, "sol_score": reported.sol_score})
+
+
+def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, tried: int,
+                 spent: float, clock: _PhaseClock, failures: Counter[str],
+                 failed: set[str]) -> str | None:
+    cfg = s.config
+    if tried >= limit:
+        return f"max_candidates ({limit}) reached"
+    if spent >= cfg.gpu_seconds:
+        return f"gpu_seconds budget spent ({spent:.0f} s)"
+    if clock.compile_s >= cfg.compile_seconds:
+        return f"compile_seconds budget spent ({clock.compile_s:.0f} s)"
+    if c.cost > cfg.gpu_seconds - spent:
+        return f"estimated {c.cost:.0f} s, more than the {cfg.gpu_seconds - spent:.0f} s left"
+    if failures[c.family] >= cfg.family_failures:
+        return f"family {c.family} failed {failures[c.family]} times"
+    if c.parent in failed:
+        return f"its parent {c.parent} failed"
+    if c.parent is not None and c.parent not in s.attempts and \
+            any(x.name == c.parent for x in cands):
+        return f"its parent {c.parent} was not evaluated"
+    return None
+
+
+def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
+    """Evaluate candidates on the visible workloads within the budgets; returns how many
+    were evaluated now (those judged in an earlier session are reused, budget-free)."""
+    failures: Counter[str] = Counter()
+    failed: set[str] = set()
+    tried, spent = 0, 0.0
+    with _PhaseClock(s.evaluator) as clock:
+        for c in cands:
+            attempt = s.known_attempt(c)
+            record = s.earlier(attempt, "visible") if attempt is not None else None
+            if record is None:
+                reason = _skip_reason(s, c, cands, limit, tried, spent, clock, failures,
+                                      failed)
+                if reason is not None:
+                    s.event("skipped", candidate=c.name, reason=reason)
+                    continue
+                attempt = s.attempt(c)
+                s.event("candidate", candidate=c.name, attempt=attempt, family=c.family,
+                        levers=c.levers, cost=c.cost)
+                start = time.monotonic()
+                record = s.evaluate(attempt, "visible", workloads="visible")
+                clock.stop()  # the last phase ends with the evaluation
+                spent += time.monotonic() - start
+                tried += 1
+            s.attempts[c.name] = attempt
+            s.visible[c.name] = record
+            if not record.passed:
+                failures[c.family] += 1
+                failed.add(c.name)
+    s.event("budget", candidates=tried, eval_seconds=round(spent, 1),
+            compile_seconds=round(clock.compile_s, 1))
+    return tried
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "n/a"
+
+
+def _summary(winner: Candidate, visible: EvaluationRecord, full: EvaluationRecord,
+             final: EvaluationRecord) -> str:
+    seen = speedup_vs_best(visible.to_json())
+    measured = speedup_vs_best((final if final.passed else full).to_json())
+    again = (f"re-measured over interleaved rounds: {_x(measured)}" if final.passed
+             else f"the re-measurement did not pass ({final.status.value}); full verdict "
+                  f"{_x(measured)}")
+    if not winner.levers:
+        head = "no candidate beat the reference; kept the reference itself"
+    elif measured is not None and measured < 1.0:
+        head = (f"nothing beat the best baseline; kept `{winner.name}` "
+                f"({', '.join(winner.levers)})")
+    else:
+        head = f"kept `{winner.name}` ({', '.join(winner.levers)})"
+    return f"{head}: {_x(seen)} vs the best baseline on the visible workloads, {again}"

@@ -1,0 +1,398 @@
+"""Writing candidates as solution files a kernel engineer can read and keep.
+
+Every generated file opens with a docstring that says what the candidate does and which
+levers it pulls. Two shapes follow:
+
+- :func:`standalone_file` (the graph rewrites): the reference's ``Model`` copied without its
+  ``forward`` and renamed ``ModelNew``, with the module-level code its constructor needs,
+  then the new ``forward``. Same constructor, same submodules and parameter names, so the
+  evaluator's state-dict copy and the KernelBench seeding give it the reference's weights;
+  nothing of the problem's file runs during a call.
+- :func:`subclass_file` (compile, CUDA graphs, TF32, channels-last, the reference itself):
+  ``class ModelNew(reference.Model)`` around the reference's own ``forward``, the problem
+  module imported by absolute path. These run the reference's code, and say so: the
+  evaluator flags them ``calls_reference`` and its strict policy rejects them.
+
+:func:`forward_source` prints a (rewritten) fx graph as a ``forward`` method: one statement
+per node, named as fx named it; parameters and submodules read ``self.<name>``, shape
+reads stay inline (``query.shape[2]``), library functions are called by their own names.
+
+Not covered: graphs holding tensor constants or objects without a source form (those
+raise :class:`EmitError`, and no candidate is made of them); keyword-only or variadic
+``forward`` parameters in :func:`forward_signature`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math
+import operator
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+from solforge.search.trace import AttrRef
+
+REFERENCE = "reference"
+
+
+class EmitError(ValueError):
+    """A graph or signature that has no faithful source form here."""
+
+
+_BINARY = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+    operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+    operator.and_: "&", operator.or_: "|", operator.xor: "^", operator.lshift: "<<",
+    operator.rshift: ">>", operator.lt: "<", operator.le: "<=", operator.gt: ">",
+    operator.ge: ">=", operator.eq: "==", operator.ne: "!=",
+}
+_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
+
+# names the generated module binds at top level; graph values must not shadow them
+RESERVED = {"torch", "F", "nn", "self", REFERENCE, "ModelNew", "import_file", "super",
+            "tuple", "list", "dict", "float", "int", "slice", "getattr", "len"}
+
+
+def _fn_name(fn: Any, imports: dict[Any, str]) -> str:
+    """How a called function is spelled: an imported name, F.x, torch.x, module.x."""
+    if fn in imports:
+        return imports[fn]
+    name = getattr(fn, "__name__", None)
+    if name and getattr(F, name, None) is fn:
+        return f"F.{name}"
+    if name and getattr(torch, name, None) is fn:
+        return f"torch.{name}"
+    if name and getattr(builtins, name, None) is fn:
+        return name
+    if name and getattr(torch.Tensor, name, None) is fn:
+        return f"torch.Tensor.{name}"
+    qual = fx.node._get_qualified_name(fn)
+    if qual.startswith("torch."):
+        return qual
+    raise EmitError(f"the graph calls {qual}, which a generated file cannot import by name")
+
+
+class _Printer:
+    def __init__(self, graph: fx.Graph, imports: dict[Any, str]) -> None:
+        self.graph = graph
+        self.imports = imports
+        self.names: dict[fx.Node, str] = {}
+        taken = set(RESERVED) | set(imports.values())
+        for n in graph.nodes:
+            name = n.name
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            self.names[n] = name
+        self.inline = {n for n in graph.nodes if self._inlinable(n)}
+
+    @staticmethod
+    def _inlinable(n: fx.Node) -> bool:
+        """Attribute reads and shape arithmetic read better inline than as variables."""
+        if n.op == "get_attr":
+            return True
+        if n.op == "call_function" and n.target is getattr:
+            return True
+        val = n.meta.get("val")
+        if n.op == "call_function" and n.target is operator.getitem and \
+                isinstance(val, (int, torch.Size, tuple)) and not isinstance(val, bool):
+            base = n.args[0]
+            return isinstance(base, fx.Node) and isinstance(base.meta.get("val"),
+                                                            (torch.Size, tuple))
+        return n.op == "call_method" and n.target in ("size", "dim") and \
+            not isinstance(val, torch.Tensor)
+
+    # -- values ------------------------------------------------------------------------
+    def arg(self, a: Any, in_index: bool = False) -> str:
+        if isinstance(a, fx.Node):
+            return self.expr(a) if a in self.inline else self.names[a]
+        if isinstance(a, AttrRef):
+            return f"self.{a.name}"
+        if isinstance(a, bool) or a is None or isinstance(a, (int, str)):
+            return repr(a)
+        if isinstance(a, float):
+            if math.isnan(a):
+                return "float('nan')"
+            if math.isinf(a):
+                return "float('inf')" if a > 0 else "-float('inf')"
+            return repr(a)
+        if a is Ellipsis:
+            return "..."
+        if isinstance(a, slice):
+            parts = ["" if v is None else self.arg(v) for v in (a.start, a.stop, a.step)]
+            if in_index:
+                return ":".join(parts[:2]) + (f":{parts[2]}" if a.step is not None else "")
+            return f"slice({', '.join(self.arg(v) for v in (a.start, a.stop, a.step))})"
+        if isinstance(a, (torch.dtype, torch.memory_format, torch.layout)):
+            return repr(a)
+        if isinstance(a, torch.device):
+            return f"torch.device({str(a)!r})"
+        if isinstance(a, torch.Size):
+            a = tuple(a)
+        if isinstance(a, tuple):
+            inner = ", ".join(self.arg(x) for x in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, list):
+            return "[" + ", ".join(self.arg(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in a.items()) + "}"
+        raise EmitError(f"a constant of type {type(a).__name__} has no source form here")
+
+    def call_args(self, args: tuple, kwargs: dict) -> str:
+        # F.softmax's _stacklevel only picks the line a deprecation warning points at
+        parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kwargs.items()
+                                               if k != "_stacklevel"]
+        return ", ".join(parts)
+
+    def operand(self, a: Any) -> str:
+        text = self.arg(a)
+        if isinstance(a, (int, float)) and not isinstance(a, bool) and a < 0:
+            return f"({text})"
+        return text
+
+    # -- nodes -------------------------------------------------------------------------
+    def expr(self, n: fx.Node) -> str:
+        if n.op == "get_attr":
+            return f"self.{n.target}"
+        if n.op == "call_module":
+            return f"self.{n.target}({self.call_args(n.args, n.kwargs)})"
+        if n.op == "call_method":
+            recv, *rest = n.args
+            return f"{self.operand(recv)}.{n.target}({self.call_args(tuple(rest), n.kwargs)})"
+        if n.op != "call_function":
+            raise EmitError(f"unexpected node {n.format_node()}")
+        fn, args = n.target, n.args
+        if fn is getattr and len(args) == 2 and not n.kwargs:
+            return f"{self.operand(args[0])}.{args[1]}"
+        if fn is operator.getitem and not n.kwargs:
+            idx = args[1]
+            if isinstance(idx, tuple) and idx:
+                inner = ", ".join(self.arg(x, in_index=True) for x in idx)
+            else:
+                inner = self.arg(idx, in_index=True)
+            return f"{self.operand(args[0])}[{inner}]"
+        if fn in _BINARY and len(args) == 2 and not n.kwargs:
+            return f"{self.operand(args[0])} {_BINARY[fn]} {self.operand(args[1])}"
+        if fn in _UNARY and len(args) == 1 and not n.kwargs:
+            return f"{_UNARY[fn]}{self.operand(args[0])}"
+        return f"{_fn_name(fn, self.imports)}({self.call_args(args, n.kwargs)})"
+
+    def body(self) -> list[str]:
+        lines: list[str] = []
+        for n in self.graph.nodes:
+            if n.op == "placeholder" or n in self.inline:
+                continue
+            if n.op == "output":
+                lines.append(f"return {self.arg(n.args[0])}")
+                continue
+            comment = n.meta.get("solforge_comment")
+            if comment:
+                lines.append(f"# {comment}")
+            lines.append(f"{self.names[n]} = {self.expr(n)}")
+        return lines
+
+    def signature(self) -> str:
+        params = []
+        for n in self.graph.nodes:
+            if n.op != "placeholder":
+                continue
+            name = self.names[n]
+            if n.args:
+                params.append(f"{name}={self.arg(n.args[0])}")
+            else:
+                params.append(name)
+        return ", ".join(["self", *params])
+
+
+def forward_source(graph: fx.Graph, imports: dict[Any, str]) -> str:
+    """``def forward(...)`` printing ``graph``; ``imports`` maps called objects to the
+    names the file imports them under."""
+    p = _Printer(graph, imports)
+    body = "\n".join(p.body())
+    return f"def forward({p.signature()}):\n{textwrap.indent(body, '    ')}\n"
+
+
+def forward_signature(model_cls: type) -> tuple[str, str]:
+    """``("self, x, residual", "x, residual")`` for the reference's ``forward``."""
+    try:
+        sig = inspect.signature(model_cls.forward)
+    except (TypeError, ValueError) as e:
+        raise EmitError(f"the reference forward has no signature: {e}") from None
+    params, call = [], []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            raise EmitError("the reference forward takes *args, **kwargs or keyword-only "
+                            "parameters")
+        if p.default is p.empty:
+            params.append(p.name)
+        else:
+            params.append(f"{p.name}={p.default!r}")
+        call.append(p.name)
+    if not call or call[0] != "self":
+        raise EmitError("the reference forward is not a method")
+    return ", ".join(params), ", ".join(call[1:])
+
+
+@dataclass
+class CopiedClass:
+    """The reference's ``Model`` as source, without its ``forward``, renamed ``ModelNew``;
+    and the module-level code it needs (imports, helpers, constants)."""
+
+    imports: list[str]
+    helpers: list[str]
+    source: str
+
+
+def copy_reference_class(path: Path, name: str = "Model") -> CopiedClass:
+    """Copy ``class Model`` (every member but ``forward``) and, transitively, the
+    module-level statements it names, in file order. ``SOLFORGE``, ``get_inputs`` and
+    ``get_init_inputs`` are never copied."""
+    src = Path(path).read_text()
+    tree = ast.parse(src)
+    lines = src.splitlines()
+    defines: dict[str, list[ast.stmt]] = {}
+    for stmt in tree.body:
+        for n in _defined_names(stmt):
+            defines.setdefault(n, []).append(stmt)
+    cls = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name), None)
+    if cls is None:
+        raise EmitError(f"{path}: no class {name}")
+    members = [b for b in cls.body if not (isinstance(b, ast.FunctionDef) and b.name == "forward")]
+    wanted: list[ast.stmt] = []
+    todo = [n for node in [*cls.bases, *cls.decorator_list, *members] for n in _used_names(node)]
+    seen = {name, "SOLFORGE", "get_inputs", "get_init_inputs"}
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for stmt in defines.get(n, []):
+            if stmt not in wanted:
+                wanted.append(stmt)
+                todo += _used_names(stmt)
+    wanted.sort(key=lambda st: st.lineno)
+    imports = [_segment(lines, st) for st in wanted if isinstance(st, (ast.Import, ast.ImportFrom))]
+    helpers = [_segment(lines, st) for st in wanted
+               if not isinstance(st, (ast.Import, ast.ImportFrom))]
+    head = _first_line(cls)
+    body = lines[head - 1:cls.end_lineno]
+    for b in cls.body:
+        if isinstance(b, ast.FunctionDef) and b.name == "forward":
+            lo, hi = _first_line(b) - head, b.end_lineno - head + 1
+            body = body[:lo] + body[hi:]
+            break
+    bases = ", ".join(ast.unparse(b) for b in cls.bases) or "object"
+    body[cls.lineno - head] = re.sub(rf"^class {name}\b(\([^)]*\))?", f"class ModelNew({bases})",
+                                     body[cls.lineno - head])
+    while body and not body[-1].strip():
+        body.pop()
+    return CopiedClass(imports=imports, helpers=helpers, source="\n".join(body))
+
+
+def copied_names(path: Path) -> set[str]:
+    """Module-level names a standalone file copies from the reference (so imports of its
+    own can avoid them)."""
+    copied = copy_reference_class(path)
+    names: set[str] = set()
+    for code in [*copied.imports, *copied.helpers]:
+        for stmt in ast.parse(code).body:
+            names |= _defined_names(stmt)
+    return names
+
+
+def _first_line(node: ast.stmt) -> int:
+    decos = getattr(node, "decorator_list", [])
+    return min([node.lineno] + [d.lineno for d in decos])
+
+
+def _segment(lines: list[str], stmt: ast.stmt) -> str:
+    return "\n".join(lines[_first_line(stmt) - 1:stmt.end_lineno])
+
+
+def _defined_names(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.Import):
+        return {a.asname or a.name.split(".")[0] for a in stmt.names}
+    if isinstance(stmt, ast.ImportFrom):
+        return {a.asname or a.name for a in stmt.names}
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and
+            isinstance(n.ctx, ast.Store)}
+
+
+def _used_names(node: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and
+            isinstance(n.ctx, ast.Load)]
+
+
+def _docstring(problem: str, candidate: str, summary: str, details: list[str],
+               levers: list[str]) -> str:
+    doc = [f"{problem}: {summary}.", ""]
+    doc += details
+    if details:
+        doc.append("")
+    doc.append(f"Levers: {', '.join(levers) if levers else 'none (the reference as it is)'}.")
+    doc.append(f"Generated by solforge's search agent (candidate `{candidate}`).")
+    return '"""' + "\n".join(doc).rstrip() + '\n"""'
+
+
+def _import_block(imports: list[str]) -> list[str]:
+    """``import x`` lines first, then ``from x import a, b`` merged per module."""
+    plain = sorted({i for i in imports if i.startswith("import ")})
+    names: dict[str, list[str]] = {}
+    other = []
+    for i in imports:
+        m = re.fullmatch(r"from ([\w.]+) import ([\w, ]+)", i.strip())
+        if m is None:
+            if not i.startswith("import "):
+                other.append(i)
+            continue
+        for n in m.group(2).split(","):
+            if n.strip() and n.strip() not in names.setdefault(m.group(1), []):
+                names[m.group(1)].append(n.strip())
+    froms = [f"from {mod} import {', '.join(sorted(ns))}" for mod, ns in sorted(names.items())]
+    return plain + froms + [o for o in dict.fromkeys(other)]
+
+
+def subclass_file(*, problem: str, candidate: str, summary: str, details: list[str],
+                  levers: list[str], reference_path: Path, imports: list[str],
+                  body: str) -> str:
+    """A file whose ``ModelNew`` subclasses the reference, imported by absolute path
+    (the evaluator flags this ``calls_reference``; the strict policy rejects it)."""
+    lines = [_docstring(problem, candidate, summary, details, levers), ""]
+    lines += _import_block([*imports, "from solforge.problems.loader import import_file"])
+    lines += ["", "# the reference module: ModelNew keeps its constructor and parameter names",
+              f"{REFERENCE} = import_file({str(Path(reference_path).resolve())!r})", "", "",
+              f"class ModelNew({REFERENCE}.Model):", textwrap.indent(body.rstrip(), "    ")]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def standalone_file(*, problem: str, candidate: str, summary: str, details: list[str],
+                    levers: list[str], reference_path: Path, imports: list[str],
+                    forward: str, decorators: list[str] = ()) -> str:
+    """A file that needs nothing of the problem's: the reference's constructor copied
+    (:func:`copy_reference_class`, so parameter names and initialisation are the same)
+    and ``forward`` given here (decorated with ``decorators``)."""
+    copied = copy_reference_class(reference_path)
+    lines = [_docstring(problem, candidate, summary, details, levers), ""]
+    lines += _import_block([*imports, *copied.imports])
+    origin = Path(reference_path).name
+    lines += ["", "", f"# the constructor and what it needs are the reference's ({origin}),",
+              "# so parameters keep their names"]
+    for h in copied.helpers:
+        lines += ["", h]
+    method = "\n".join([*(f"@{d}" for d in decorators), forward.rstrip()])
+    lines += ["", "", copied.source, "", textwrap.indent(method, "    ")]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+BASE_IMPORTS = ["import torch"]

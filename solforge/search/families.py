@@ -1,0 +1,401 @@
+"""The built-in candidate families, registered as generators (``candidates.py``).
+
+=================  ================================================================  ==========
+family             candidates                                                         applies to
+=================  ================================================================  ==========
+``reference``      the reference unchanged (the floor: the answer when nothing wins)  every problem
+``compile``        ``torch.compile`` default; ``max-autotune-no-cudagraphs``          every problem;
+                   (GPU)                                                              max-autotune on a GPU
+``cuda_graphs``    one CUDA graph per input signature, of the eager and of the        GPU only
+                   compiled forward (``runtime.CudaGraphed``)
+``tf32``           fp32 matmul/conv on TF32 tensor cores; with and without compile   tf32-class problems
+                                                                                      with a matmul or conv
+``conv``           cuDNN autotuning (GPU); channels-last weights and inputs, with    problems with a
+                   and without compile                                                convolution
+``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
+                   all matches together; on a GPU also each kind alone when there      has a pattern
+                   are several; SDPA-only rewrites also under compile; CUDA graphs
+                   of the rewrite (GPU)
+=================  ================================================================  ==========
+
+The ``library`` family's files stand alone: the reference's constructor copied, the
+rewritten graph as ``forward``. The others run the reference's own ``forward`` in a
+subclass of its ``Model`` (``Candidate.calls_reference``; the evaluator flags them and its
+strict policy rejects them). Either way the constructor and the parameter names are the
+reference's (``emit.py``). On a CPU the GPU-only candidates are not generated (same code
+path, fewer candidates); cuDNN autotuning is GPU-only too, since it changes nothing on a
+CPU.
+
+The evaluator's primary figure is device kernel time, which launch gaps do not count: CUDA
+graphs show their gain in per-call latency, and in kernel time only where a replayed
+graph runs its kernels faster; their copies in and out count against them.
+
+Not covered: combining library kernels with ``torch.compile`` (Triton launches inside a
+compiled graph are left to a later version); explicit Triton configs beyond the
+library's own ``@triton.autotune`` lists; CUDA graphs of a forward that cannot be captured
+(its candidate fails and the family stops).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch.fx as fx
+import torch.nn as nn
+
+from solforge.search.candidates import (
+    LEVERS,
+    Candidate,
+    SearchContext,
+    register_generator,
+)
+from solforge.search.emit import (
+    BASE_IMPORTS,
+    EmitError,
+    copied_names,
+    forward_signature,
+    forward_source,
+    standalone_file,
+    subclass_file,
+)
+from solforge.search.match import LibraryFunction, Match, substitute
+
+# estimated seconds per evaluation (compile included): they only order the search
+COST = {"reference": 1.0, "flags": 1.5, "channels_last": 2.0, "sdpa": 1.5,
+        "library": 2.0, "library_fn": 1.5, "graphs": 5.0, "compile_cpu": 15.0,
+        "compile_gpu": 40.0, "max_autotune": 240.0}
+
+
+RUNS_REFERENCE = ("Runs the reference's own forward (the evaluator flags calls_reference; "
+                  "the strict policy rejects it).")
+
+
+@dataclass
+class Wrap:
+    """How a candidate's forward is run: decorators around it, inputs converted in it."""
+
+    compile_mode: str | None = None
+    cuda_graphs: bool = False
+    tf32: bool = False
+    cudnn_benchmark: bool = False
+    channels_last: bool = False
+
+    def empty(self) -> bool:
+        return self == Wrap()
+
+    def decorators(self) -> tuple[list[str], list[str]]:
+        """Decorator lines, outermost first, and the imports they need."""
+        decos, imports = [], []
+        flags = [f for f, on in (("tf32=True", self.tf32),
+                                 ("cudnn_benchmark=True", self.cudnn_benchmark)) if on]
+        if flags:
+            decos.append(f"backend_flags({', '.join(flags)})")
+            imports.append("from solforge.search.runtime import backend_flags")
+        if self.cuda_graphs:
+            decos.append("cuda_graphed")
+            imports.append("from solforge.search.runtime import cuda_graphed")
+        if self.compile_mode is not None:
+            decos.append(f"torch.compile(mode={self.compile_mode!r})")
+        return decos, imports
+
+
+def _four_d_inputs(ctx: SearchContext) -> list[str] | None:
+    """Names of forward's inputs that are 4-D tensors (None: unknown, untraced)."""
+    if ctx.traced is None:
+        return None
+    return [str(n.target) for n in ctx.traced.graph.nodes if n.op == "placeholder"
+            and getattr(n.meta.get("val"), "ndim", 0) == 4]
+
+
+def _subclass_body(ctx: SearchContext, wrap: Wrap) -> tuple[str, list[str]]:
+    """``ModelNew(reference.Model)``'s body: the reference's forward, wrapped."""
+    if wrap.empty():
+        return ('"""The reference, unchanged: the floor every other candidate must beat."""',
+                [])
+    params, call_args = forward_signature(ctx.module.Model)
+    decos, imports = wrap.decorators()
+    lines = []
+    if wrap.channels_last:
+        lines += ["def __init__(self, *args, **kwargs):",
+                  "    super().__init__(*args, **kwargs)",
+                  "    # conv weights in NHWC order; the state-dict copy keeps their layout",
+                  "    self.to(memory_format=torch.channels_last)", ""]
+    lines += [f"@{d}" for d in decos]
+    lines.append(f"def forward({params}):")
+    if wrap.channels_last:
+        imports.append("from solforge.search.runtime import channels_last")
+        four_d = _four_d_inputs(ctx)
+        names = [a.strip() for a in call_args.split(",") if a.strip()]
+        for name in names if four_d is None else [n for n in names if n in four_d]:
+            lines.append(f"    {name} = channels_last({name})")
+    lines.append(f"    return super().forward({call_args})")
+    return "\n".join(lines), imports
+
+
+def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
+                   details: list[str], levers: list[str], cost: float, reasoning: str,
+                   wrap: Wrap | None = None, graph: fx.Graph | None = None,
+                   calls: tuple[Any, ...] = (), parent: str | None = None) -> Candidate:
+    """Render one candidate's solution file (``emit.py``): a rewritten ``graph`` makes a
+    standalone file; no graph, a subclass of the reference around its own forward."""
+    wrap = wrap or Wrap()
+    imports = list(BASE_IMPORTS)
+    if graph is None:
+        body, extra = _subclass_body(ctx, wrap)
+        details = [*details, RUNS_REFERENCE]
+        source = subclass_file(problem=ctx.problem.name, candidate=name, summary=summary,
+                               details=details, levers=levers,
+                               reference_path=ctx.problem.path, imports=imports + extra,
+                               body=body)
+        return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
+                         reasoning=reasoning, parent=parent, calls_reference=True)
+    taken = copied_names(ctx.problem.path)
+    names = {}
+    for c in calls:
+        if isinstance(c, LibraryFunction):
+            names[c] = c.name if c.name not in taken else f"{c.name}_kernel"
+            imports.append(f"from {c.module} import {c.name}" +
+                           (f" as {names[c]}" if names[c] != c.name else ""))
+    forward = forward_source(graph, names)
+    decos, extra = wrap.decorators()
+    if "F." in forward:
+        imports.append("import torch.nn.functional as F")
+    source = standalone_file(problem=ctx.problem.name, candidate=name, summary=summary,
+                             details=details, levers=levers, reference_path=ctx.problem.path,
+                             imports=imports + extra, forward=forward, decorators=decos)
+    return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
+                     reasoning=reasoning, parent=parent,
+                     language="triton" if names else "pytorch")
+
+
+# -- what the reference contains ---------------------------------------------------------------
+_MATMUL_OPS = {"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d",
+               "conv2d", "conv3d"}
+_MATMUL_SRC = re.compile(r"\b(matmul|bmm|mm|addmm|baddbmm|einsum|linear|Linear|conv[123]d|"
+                         r"Conv[123]d)\b|@")
+
+
+def _graph_ops(ctx: SearchContext) -> list[tuple[str, fx.Node]]:
+    out = []
+    for n in ctx.traced.graph.nodes if ctx.traced else []:
+        if n.op == "call_module":
+            out.append((type(n.meta.get("module")).__name__.lower(), n))
+        elif n.op in ("call_function", "call_method"):
+            out.append((getattr(n.target, "__name__", str(n.target)).lower(), n))
+    return out
+
+
+def _source(ctx: SearchContext) -> str:
+    return ctx.problem.path.read_text()
+
+
+def has_fp32_matmul(ctx: SearchContext) -> bool:
+    """An fp32 matmul, linear or convolution in the reference (graph, else source)."""
+    if ctx.traced is None:
+        return bool(_MATMUL_SRC.search(_source(ctx)))
+    for name, n in _graph_ops(ctx):
+        val = n.meta.get("val")
+        if name in _MATMUL_OPS and getattr(val, "dtype", None) is not None \
+                and str(val.dtype) == "torch.float32":
+            return True
+    return False
+
+
+def conv_kinds(ctx: SearchContext) -> set[int]:
+    """The spatial ranks (1, 2, 3) of the reference's convolutions."""
+    kinds: set[int] = set()
+    if ctx.traced is None:
+        return {int(d) for d in re.findall(r"[Cc]onv(?:Transpose)?([123])d", _source(ctx))}
+    for name, n in _graph_ops(ctx):
+        m = re.fullmatch(r"conv(?:_?transpose)?([123])d", name)
+        if m:
+            kinds.add(int(m.group(1)))
+        mod = n.meta.get("module") if n.op == "call_module" else None
+        if isinstance(mod, nn.modules.conv._ConvNd):
+            kinds.add(len(mod.kernel_size))
+    return kinds
+
+
+# -- the families ------------------------------------------------------------------------------
+def reference_family(ctx: SearchContext):
+    yield make_candidate(
+        ctx, name="reference", family="reference", summary="the reference, unchanged",
+        details=["Kept as the answer when no other candidate beats the baselines."],
+        levers=[], cost=COST["reference"],
+        reasoning="The reference itself: the floor every other candidate must beat, and the "
+                  "honest answer when none does.")
+
+
+def compile_family(ctx: SearchContext):
+    cost = COST["compile_gpu" if ctx.gpu else "compile_cpu"]
+    yield make_candidate(
+        ctx, name="compile", family="compile",
+        summary="the reference compiled by TorchInductor (mode 'default')",
+        details=["Inductor fuses the elementwise work around GEMMs into generated kernels",
+                 "(Triton on a GPU, C++/OpenMP on a CPU); each new shape compiles once,",
+                 "inside the evaluator's warm-up."],
+        levers=["compile"], cost=cost, wrap=Wrap(compile_mode="default"),
+        reasoning="Generic operator fusion: fewer kernels and fewer round trips through "
+                  "memory for the elementwise and reduction work, with no change to the "
+                  "math beyond fp32 accumulation order.")
+    if ctx.gpu:
+        yield make_candidate(
+            ctx, name="compile_max_autotune", family="compile", parent="compile",
+            summary="the reference compiled with mode 'max-autotune-no-cudagraphs'",
+            details=["Inductor benchmarks GEMM templates and Triton configurations for",
+                     "each shape and keeps the fastest; compilation takes minutes."],
+            levers=["compile", "compile_max_autotune", "autotune"],
+            cost=COST["max_autotune"], wrap=Wrap(compile_mode="max-autotune-no-cudagraphs"),
+            reasoning="Compile's fusion plus autotuned GEMM and reduction configurations: "
+                      "worth its compile time when GEMMs or large reductions dominate.")
+
+
+def cuda_graphs_family(ctx: SearchContext):
+    if not ctx.gpu:
+        return
+    why = ("One graph replay instead of one launch per kernel: removes launch gaps and "
+           "host overhead, which dominate small (decode-sized) workloads; the copies in "
+           "and out of the static buffers cost a little device time.")
+    details = ["One CUDA graph per input signature (shapes, strides, dtypes, devices; never",
+               "addresses); inputs are copied into the graph's static buffers and outputs",
+               "cloned out (solforge.search.runtime.CudaGraphed)."]
+    yield make_candidate(ctx, name="cuda_graphs", family="cuda_graphs",
+                         summary="the eager reference replayed as CUDA graphs",
+                         details=details, levers=["cuda_graphs"], cost=COST["graphs"],
+                         wrap=Wrap(cuda_graphs=True), reasoning=why)
+    yield make_candidate(ctx, name="compile+cuda_graphs", family="cuda_graphs",
+                         summary="the compiled reference replayed as CUDA graphs",
+                         details=details, levers=["compile", "cuda_graphs"], parent="compile",
+                         cost=COST["compile_gpu"] + COST["graphs"],
+                         wrap=Wrap(compile_mode="default", cuda_graphs=True),
+                         reasoning="Compile's fusion, then " + why[0].lower() + why[1:])
+
+
+def tf32_family(ctx: SearchContext):
+    if not ctx.problem.precision.allow_tf32 or not has_fp32_matmul(ctx):
+        return
+    details = [f"The precision class {ctx.problem.precision.name!r} admits TF32 for fp32",
+               "matmuls and convolutions (10-bit mantissa, fp32 accumulation)."]
+    why = ("fp32 GEMMs and convolutions on TF32 tensor cores run several times faster "
+           "than on the fp32 units, and the precision class allows it.")
+    yield make_candidate(ctx, name="tf32", family="tf32",
+                         summary="fp32 matmuls and convolutions on TF32 tensor cores",
+                         details=details, levers=["tf32"], cost=COST["flags"],
+                         wrap=Wrap(tf32=True), reasoning=why)
+    yield make_candidate(ctx, name="tf32+compile", family="tf32", parent="tf32",
+                         summary="TF32 matmuls, and the reference compiled by TorchInductor",
+                         details=details, levers=["tf32", "compile"],
+                         cost=COST["compile_gpu" if ctx.gpu else "compile_cpu"] + 1,
+                         wrap=Wrap(tf32=True, compile_mode="default"),
+                         reasoning=why + " Compile fuses the work around them.")
+
+
+def conv_family(ctx: SearchContext):
+    kinds = conv_kinds(ctx)
+    if not kinds:
+        return
+    bench = ctx.gpu
+    if bench:
+        yield make_candidate(
+            ctx, name="cudnn_benchmark", family="conv",
+            summary="cuDNN picks each convolution's algorithm by timing them",
+            details=["torch.backends.cudnn.benchmark during the forward: the first call of a",
+                     "shape times cuDNN's algorithms and keeps the fastest."],
+            levers=["cudnn_benchmark"], cost=COST["flags"], wrap=Wrap(cudnn_benchmark=True),
+            reasoning="cuDNN's default heuristic often misses the fastest algorithm for a "
+                      "given shape; timing them once per shape finds it.")
+    if 2 not in kinds:
+        return
+    levers = ["channels_last"] + (["cudnn_benchmark"] if bench else [])
+    details = ["Conv weights and 4-D inputs in NHWC memory order: tensor-core convolutions",
+               "(and oneDNN on a CPU) work in NHWC natively, so no layout transposes."]
+    yield make_candidate(ctx, name="channels_last", family="conv",
+                         parent="cudnn_benchmark" if bench else None,
+                         summary="convolutions in channels-last (NHWC) memory order",
+                         details=details, levers=levers, cost=COST["channels_last"],
+                         wrap=Wrap(channels_last=True, cudnn_benchmark=bench),
+                         reasoning="NCHW convolutions pay for transposes around NHWC "
+                                   "kernels; channels-last weights and inputs remove them.")
+    yield make_candidate(ctx, name="channels_last+compile", family="conv", parent="channels_last",
+                         summary="channels-last convolutions, the rest compiled by TorchInductor",
+                         details=details, levers=levers + ["compile"],
+                         cost=COST["compile_gpu" if ctx.gpu else "compile_cpu"] + 2,
+                         wrap=Wrap(channels_last=True, cudnn_benchmark=bench,
+                                   compile_mode="default"),
+                         reasoning="Channels-last convolutions, and compile fuses the "
+                                   "normalisation and activation work after them.")
+
+
+def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
+                       parent: str | None, wrap: Wrap | None = None,
+                       extra_levers: tuple[str, ...] = (), extra_cost: float = 0.0,
+                       extra_why: str = "") -> Candidate | None:
+    try:
+        graph = substitute(ctx.traced, matches)
+    except ValueError:  # a match whose outputs are needed before it ends
+        return None
+    calls = tuple(c for m in matches for c in m.calls)
+    triton = any(isinstance(c, LibraryFunction) for c in calls)
+    levers = sorted({lv for m in matches for lv in m.levers} | set(extra_levers),
+                    key=LEVERS.index)
+    if triton and ctx.gpu and "autotune" not in levers:
+        levers.append("autotune")  # the library's kernels autotune block sizes and warps
+    fns = {getattr(c, "name", getattr(c, "__name__", "")) for c in calls}
+    cost = (COST["library"] + COST["library_fn"] * len(fns) if triton else COST["sdpa"])
+    details = [f"- {m.description}" for m in matches]
+    details += [f"Traced with torch.fx on the visible workloads {', '.join(ctx.traced.workloads)}",
+                "(dtypes as traced); the rest of forward is the reference's own graph."]
+    kinds = ", ".join(dict.fromkeys(m.kind for m in matches))
+    why = (f"The reference's graph spells out {kinds} as several eager operations; the "
+           "substitute does each in one kernel, so fewer launches and fewer bytes moved.")
+    summary = ("library kernels substituted into the traced graph" if triton
+               else "attention routed to fused scaled_dot_product_attention")
+    try:
+        return make_candidate(ctx, name=name, family="library", summary=summary,
+                              details=details, levers=levers, cost=cost + extra_cost,
+                              graph=graph, calls=calls, wrap=wrap, parent=parent,
+                              reasoning=why + extra_why)
+    except EmitError:  # a value the file cannot spell (a tensor constant): no candidate
+        return None
+
+
+def library_family(ctx: SearchContext):
+    if ctx.traced is None or not ctx.matches:
+        return
+    triton = any(m.language == "triton" for m in ctx.matches)
+    base = "library" if triton else "sdpa"
+    first = _library_candidate(ctx, ctx.matches, base, None)
+    if first is None:
+        return
+    yield first
+    kinds = list(dict.fromkeys(m.kind for m in ctx.matches))
+    if len(kinds) > 1 and ctx.gpu:  # each pattern's share of a gain: worth it on a GPU
+        for kind in kinds:
+            sub = [m for m in ctx.matches if m.kind == kind]
+            c = _library_candidate(ctx, sub, f"library:{kind}", base,
+                                   extra_why=" Only this pattern, to see its share of the gain.")
+            if c is not None:
+                yield c
+    if not triton:
+        c = _library_candidate(ctx, ctx.matches, "sdpa+compile", base,
+                               wrap=Wrap(compile_mode="default"), extra_levers=("compile",),
+                               extra_cost=COST["compile_gpu" if ctx.gpu else "compile_cpu"],
+                               extra_why=" Compile fuses what is around the attention.")
+        if c is not None:
+            yield c
+    if ctx.gpu:
+        c = _library_candidate(ctx, ctx.matches, f"{base}+cuda_graphs", base,
+                               wrap=Wrap(cuda_graphs=True), extra_levers=("cuda_graphs",),
+                               extra_cost=COST["graphs"],
+                               extra_why=" Replayed as a CUDA graph: no launch gaps between "
+                                         "the kernels.")
+        if c is not None:
+            yield c
+
+
+for _name, _gen in (("reference", reference_family), ("compile", compile_family),
+                    ("cuda_graphs", cuda_graphs_family), ("tf32", tf32_family),
+                    ("conv", conv_family), ("library", library_family)):
+    register_generator(_name, _gen)

@@ -1,0 +1,346 @@
+"""Finding library-kernel patterns in a traced reference and substituting them.
+
+A :class:`Pattern` looks at a :class:`~solforge.search.trace.TracedReference` and returns
+:class:`Match` es: the nodes a pattern covers, the nodes whose values leave it, and how to
+build the replacement (a call of a library function, or of
+``F.scaled_dot_product_attention``). Each pattern checks what makes the substitution exact
+on its own terms, from the nodes' example values: dims, ``keepdim``, which casts happen
+where (HF's RMSNorm rounds to the input dtype before the weight multiply, Gemma's does
+not), broadcast shapes, dtypes of every input and output.
+
+:func:`find_matches` runs the registered patterns in order (fused patterns first: residual
+add + RMSNorm before RMSNorm, attention before softmax, gated units before activations); a
+match overlapping an earlier one is dropped. :func:`substitute` rewrites a copy of the
+graph: the replacement goes right after the last node of the match, every use of a matched
+output is redirected to it, and the matched nodes (now unused) are erased with any shape
+arithmetic only they needed.
+
+Built-in patterns live in the ``patterns`` package and register through
+:func:`register_pattern`, the same door a plug-in uses.
+
+Not covered: patterns spread over several graphs (a model split into modules fx keeps as
+leaves is matched only where the leaf is itself a pattern: ``nn.LayerNorm``, ``nn.SiLU``,
+``nn.GELU``, ``nn.Linear``, ``nn.Softmax``); algebraic rewrites (``1 / sqrt`` for
+``rsqrt``, a scale folded into q); anything the example values cannot tell (values of
+masks are checked by their construction, never by their contents).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from solforge.search.trace import AttrRef, TracedReference
+
+LIBRARY_MODULE = "solforge.kernels.triton"
+
+
+@dataclass(frozen=True)
+class LibraryFunction:
+    """A kernel-library function named, not imported: the search process never loads
+    Triton; the generated file does (``from solforge.kernels.triton import <name>``)."""
+
+    name: str
+    module: str = LIBRARY_MODULE
+
+    @property
+    def __name__(self) -> str:  # fx names the node after it
+        return self.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self.module}.{self.name} runs in the generated solution, "
+                           "not in the search process")
+
+
+@dataclass
+class Match:
+    """One occurrence of a pattern."""
+
+    kind: str                      # the pattern's name
+    nodes: set[fx.Node]            # nodes the replacement computes (erased after)
+    outputs: list[fx.Node]         # matched nodes used outside the match, in order
+    build: Callable[[fx.Graph, Callable[[Any], Any]], list[fx.Node]]
+    description: str               # what was found, in a kernel engineer's words
+    levers: tuple[str, ...]
+    optional: set[fx.Node] = field(default_factory=set)  # absorbed if only the match uses them
+    calls: tuple[Any, ...] = ()    # functions the replacement calls (for imports)
+
+    @property
+    def language(self) -> str:
+        return "triton" if any(isinstance(c, LibraryFunction) for c in self.calls) \
+            else "pytorch"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    find: Callable[[TracedReference], list[Match]]
+    description: str
+
+
+_PATTERNS: list[Pattern] = []
+
+
+def register_pattern(pattern: Pattern, before: str | None = None) -> None:
+    """Add a pattern (built-ins use this too); ``before`` runs it ahead of another."""
+    global _PATTERNS
+    _PATTERNS = [p for p in _PATTERNS if p.name != pattern.name]
+    names = [p.name for p in _PATTERNS]
+    at = names.index(before) if before in names else len(_PATTERNS)
+    _PATTERNS.insert(at, pattern)
+
+
+def patterns() -> list[Pattern]:
+    from solforge.search import patterns as _builtin  # noqa: F401  (registers on import)
+
+    return list(_PATTERNS)
+
+
+# -- reading nodes --------------------------------------------------------------------------
+_FUNCTIONS: dict[Any, str] = {
+    operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
+    operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
+    torch.true_divide: "div", operator.pow: "pow", torch.pow: "pow", torch.rsqrt: "rsqrt",
+    torch.mean: "mean", F.softmax: "softmax", torch.softmax: "softmax",
+    torch.matmul: "matmul", operator.matmul: "matmul", torch.bmm: "matmul",
+    F.silu: "silu", F.gelu: "gelu", torch.cat: "cat", torch.concat: "cat",
+    operator.neg: "neg", torch.neg: "neg", torch.transpose: "transpose",
+    F.layer_norm: "layer_norm", torch.triu: "triu", torch.full: "full",
+    torch.clamp: "clamp", torch.clip: "clamp", torch.abs: "abs", torch.max: "max",
+    torch.amax: "amax", torch.unsqueeze: "unsqueeze", F.linear: "linear",
+    torch.reshape: "reshape", operator.getitem: "getitem", torch.reciprocal: "reciprocal",
+    torch.tensor: "tensor", torch.square: "square",
+}
+_METHODS = {
+    "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
+    "mean": "mean", "softmax": "softmax", "matmul": "matmul", "transpose": "transpose",
+    "triu": "triu", "clamp": "clamp", "clip": "clamp", "abs": "abs", "max": "max",
+    "amax": "amax", "unsqueeze": "unsqueeze", "reshape": "reshape", "view": "reshape",
+    "neg": "neg", "square": "square", "reciprocal": "reciprocal",
+    "to": "cast", "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
+    "type_as": "cast", "type": "cast",
+}
+_MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
+                             nn.Linear: "linear", nn.Softmax: "softmax"}
+
+
+def op(a: Any) -> str | None:
+    """The canonical operation of a node, whichever way the reference spelled it."""
+    if not isinstance(a, fx.Node):
+        return None
+    if a.op == "call_function":
+        try:
+            return _FUNCTIONS.get(a.target)
+        except TypeError:  # an unhashable target
+            return None
+    if a.op == "call_method":
+        name = _METHODS.get(str(a.target))
+        if name == "cast" and not isinstance(val(a), torch.Tensor):
+            return None
+        return name
+    if a.op == "call_module":
+        mod = a.meta.get("module")
+        return _MODULES.get(type(mod)) if mod is not None else None
+    return None
+
+
+def val(a: Any) -> Any:
+    """A node's example value, an attribute's value, or the constant itself."""
+    if isinstance(a, fx.Node):
+        return a.meta.get("val")
+    if isinstance(a, AttrRef):
+        return a.value
+    return a
+
+
+def number(a: Any) -> float | None:
+    v = val(a)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+            not isinstance(a, fx.Node):
+        return float(v)
+    return None
+
+
+def tensor(a: Any) -> torch.Tensor | None:
+    v = val(a) if isinstance(a, fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def dtype(a: Any) -> torch.dtype | None:
+    t = tensor(a)
+    return t.dtype if t is not None else None
+
+
+def shape(a: Any) -> tuple[int, ...] | None:
+    t = tensor(a)
+    return tuple(t.shape) if t is not None else None
+
+
+def arg(n: fx.Node, i: int, name: str | None = None, default: Any = None) -> Any:
+    """Argument ``i`` (``self`` of a method is 0) or keyword ``name``."""
+    if name is not None and name in n.kwargs:
+        return n.kwargs[name]
+    return n.args[i] if i < len(n.args) else default
+
+
+def operands(n: fx.Node) -> tuple[Any, Any]:
+    return (arg(n, 0, "input"), arg(n, 1, "other"))
+
+
+def only_user(n: fx.Node) -> fx.Node | None:
+    return next(iter(n.users)) if len(n.users) == 1 else None
+
+
+def is_last_dim(dim: Any, rank: int) -> bool:
+    if isinstance(dim, (list, tuple)):
+        if len(dim) != 1:
+            return False
+        dim = dim[0]
+    d = number(dim)
+    return d is not None and int(d) in (-1, rank - 1)
+
+
+def cast_source(n: Any, to: torch.dtype | None = None) -> fx.Node | None:
+    """The tensor a cast node converts (to ``to``, when given); None if no cast."""
+    if op(n) != "cast":
+        return None
+    src = n.args[0]
+    if not isinstance(src, fx.Node) or tensor(src) is None:
+        return None
+    if tensor(src).device != tensor(n).device and tensor(n).device.type != "meta":
+        return None
+    if to is not None and dtype(n) != to:
+        return None
+    return src
+
+
+def through_cast(n: Any, to: torch.dtype) -> tuple[Any, fx.Node | None]:
+    """``(x, cast)`` when ``n`` is ``x`` cast to ``to``; ``(n, None)`` when ``n`` already
+    has that dtype."""
+    src = cast_source(n, to)
+    if src is not None:
+        return src, n
+    return (n, None) if dtype(n) == to else (None, None)
+
+
+def split_constant(n: fx.Node) -> tuple[Any, Any]:
+    """``(node, constant)`` of a binary node with one numeric operand."""
+    a, b = operands(n)
+    if isinstance(a, fx.Node) and number(b) is not None:
+        return a, b
+    if isinstance(b, fx.Node) and number(a) is not None:
+        return b, a
+    return None, None
+
+
+def other_operand(n: fx.Node, one: Any) -> Any:
+    a, b = operands(n)
+    if a is one:
+        return b
+    if b is one:
+        return a
+    return None
+
+
+# -- finding and substituting -----------------------------------------------------------
+def _closed(m: Match) -> bool:
+    """Every matched value that is not an output is used only inside the match; optional
+    nodes that escape are left in the graph instead."""
+    escaping = {n for n in m.optional if any(u not in m.nodes | m.optional for u in n.users)}
+    m.optional -= escaping
+    while True:  # an optional node only feeding an escaping one escapes too
+        more = {n for n in m.optional if any(u in escaping for u in n.users)}
+        if not more:
+            break
+        escaping |= more
+        m.optional -= more
+    inside = m.nodes | m.optional
+    return all(u in inside for n in m.nodes if n not in m.outputs for u in n.users)
+
+
+def find_matches(traced: TracedReference, kinds: set[str] | None = None,
+                 errors: list[str] | None = None) -> list[Match]:
+    """Every non-overlapping match of the registered patterns (``kinds`` filters them). A
+    pattern that raises is skipped, its error appended to ``errors``."""
+    taken: set[fx.Node] = set()
+    found: list[Match] = []
+    for pattern in patterns():
+        try:
+            matches = pattern.find(traced)
+        except Exception as e:  # one broken pattern (a plug-in's) must not hide the others
+            if errors is not None:
+                errors.append(f"pattern {pattern.name}: {type(e).__name__}: {e}")
+            continue
+        for m in matches:
+            if kinds is not None and m.kind not in kinds:
+                continue
+            if (m.nodes | m.optional) & taken or not _closed(m):
+                continue
+            taken |= m.nodes | m.optional
+            found.append(m)
+    return found
+
+
+def substitute(traced: TracedReference, matches: list[Match]) -> fx.Graph:
+    """A copy of the traced graph with ``matches`` replaced (see the module docstring).
+
+    Raises ``ValueError`` when a match's outputs are used before its last node, where the
+    replacement would have to go.
+    """
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    out = graph.graph_copy(traced.graph, env)
+    graph.output(out)
+    order = {n: i for i, n in enumerate(traced.graph.nodes)}
+
+    def mapped(a: Any) -> Any:
+        return fx.node.map_arg(a, lambda n: env[n])
+
+    for m in matches:
+        last = max(m.nodes | m.optional, key=order.__getitem__)
+        for o in m.outputs:
+            for u in o.users:
+                if u not in m.nodes | m.optional and order[u] < order[last]:
+                    raise ValueError(f"{m.kind}: {o.name} is used by {u.name} before the "
+                                     "match ends")
+        # before the node after the match: new nodes keep their creation order there
+        with graph.inserting_before(env[last].next):
+            new = m.build(graph, mapped)
+        for o, n in zip(m.outputs, new):
+            env[o].replace_all_uses_with(n)
+            env[o] = n  # later matches that read this value read the replacement
+    _erase_dead(graph)
+    graph.lint()
+    return graph
+
+
+def _erase_dead(graph: fx.Graph) -> None:
+    """Erase nodes nothing uses, last first, except calls that may write in place
+    (fx's own pass needs a module to judge call_module nodes; traced leaves are pure)."""
+    for n in reversed(list(graph.nodes)):
+        if n.op in ("placeholder", "output") or n.users:
+            continue
+        name = str(n.target) if n.op != "call_function" else getattr(n.target, "__name__", "")
+        if name.endswith("_") or "out" in n.kwargs:
+            continue
+        graph.erase_node(n)
+
+
+def call(graph: fx.Graph, fn: Any, args: tuple, kwargs: dict | None = None,
+         comment: str = "", name: str | None = None) -> fx.Node:
+    """A new call node named ``name`` whose statement carries ``comment`` when printed."""
+    node = graph.create_node("call_function", fn, args, kwargs or {}, name=name)
+    if comment:
+        node.meta["solforge_comment"] = comment
+    return node
+
+
+def item(graph: fx.Graph, node: fx.Node, i: int, name: str | None = None) -> fx.Node:
+    return graph.create_node("call_function", operator.getitem, (node, i), {}, name=name)

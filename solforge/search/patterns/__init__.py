@@ -1,0 +1,56 @@
+"""The built-in patterns: what each matches, and what it checks to stay exact.
+
+In the order :func:`~solforge.search.match.find_matches` tries them:
+
+- ``sdpa``: ``matmul(q, k^T)`` [``* scale``] [``+ triu(full(-big), 1)``] ``softmax(-1)``
+  [cast] ``matmul(., v)`` → ``F.scaled_dot_product_attention(q, k, v, is_causal=...,
+  scale=...)``; q, k may be cast to fp32 first (scores in fp32, as fused kernels keep
+  them); q, k, v and the output share one dtype. The causal mask is recognised by its
+  construction (``full`` of a value at or below -1e30, ``triu(1)``, square); any other mask
+  is left alone.
+- ``fp8_quant_per_group`` / ``fp8_quant_per_tensor``: DeepSeek's ``act_quant`` and vLLM's
+  dynamic per-tensor quantization to ``float8_e4m3fn`` with the clamp to +-448, → the
+  library's quantizers (same divisions, same rounding).
+- ``add_rms_norm`` / ``rms_norm``: ``x.float()``, ``pow(2).mean(-1, keepdim)``, ``+ eps``,
+  ``rsqrt``, ``*``; then either Llama's ``w * h.to(x.dtype)`` or Gemma's ``(h * (1 +
+  w.float())).type_as(x)``; a residual ``a + b`` feeding it (same shape and dtype, no
+  broadcast) fuses into ``add_rms_norm``.
+- ``rope``: ``x * cos + cat(-x[..., D/2:], x[..., :D/2]) * sin`` on 4-D ``x`` with cos/sin
+  broadcast over heads, all one dtype; two rotations sharing their tables (q and k) become
+  one launch.
+- ``swiglu`` / ``geglu``: ``silu(g) * u`` and ``gelu(g, approximate="tanh") * u``.
+- ``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over the last dim, weight and bias
+  in the input's dtype.
+- ``softmax``: over the last dim, with the cast after it (``softmax(s, dtype=f32).to(dt)``)
+  fused.
+- ``bias_act``: GELU (erf or tanh) or SiLU of ``x + bias`` (a [N] parameter), of a biased
+  ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
+  of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
+
+Not covered: RMSNorm without a weight or written with ``1 / sqrt``; interleaved (GPT-J)
+or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
+sliding-window or additive mask, GQA through ``repeat_kv`` (those references usually
+already call SDPA), dropout, and routing to FlexAttention; exact-erf GeGLU; FP8 per-block
+(weight) quantization, FP8 dequantization, int8 quantization.
+"""
+
+from __future__ import annotations
+
+from solforge.search.match import Pattern, register_pattern
+from solforge.search.patterns.attention import find_sdpa
+from solforge.search.patterns.norms import find_layer_norm, find_rms_norm
+from solforge.search.patterns.pointwise import find_bias_act, find_glu, find_softmax
+from solforge.search.patterns.quant import find_fp8_quant
+from solforge.search.patterns.rope import find_rope
+
+for _p in (
+    Pattern("sdpa", find_sdpa, "attention as matmul-softmax-matmul → fused SDPA"),
+    Pattern("fp8_quant", find_fp8_quant, "fp8 e4m3 quantization per tensor / per group"),
+    Pattern("rms_norm", find_rms_norm, "(residual add +) RMSNorm, Llama and Gemma forms"),
+    Pattern("rope", find_rope, "rotate-half rotary embedding"),
+    Pattern("glu", find_glu, "SwiGLU and GeGLU (tanh) gated units"),
+    Pattern("layer_norm", find_layer_norm, "LayerNorm over the last dim"),
+    Pattern("softmax", find_softmax, "softmax over the last dim (and its cast)"),
+    Pattern("bias_act", find_bias_act, "bias + GELU/SiLU, or the activation alone"),
+):
+    register_pattern(_p)

@@ -1,0 +1,185 @@
+"""``add_rms_norm``, ``rms_norm`` (Llama and Gemma roundings) and ``layer_norm``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from solforge.search.match import (
+    Match,
+    arg,
+    call,
+    cast_source,
+    dtype,
+    is_last_dim,
+    item,
+    number,
+    only_user,
+    op,
+    operands,
+    other_operand,
+    shape,
+    split_constant,
+    tensor,
+    through_cast,
+)
+from solforge.search.patterns.common import (
+    ADD_RMS_NORM,
+    FLOATS,
+    FUSED,
+    LAYER_NORM,
+    RMS_NORM,
+    graph_nodes,
+)
+from solforge.search.trace import AttrRef, TracedReference
+
+
+def _squared(p: Any) -> Any:
+    if op(p) in ("pow",) and number(arg(p, 1, "exponent")) == 2.0:
+        return arg(p, 0)
+    if op(p) == "square":
+        return arg(p, 0)
+    if op(p) == "mul" and operands(p)[0] is operands(p)[1]:
+        return operands(p)[0]
+    return None
+
+
+def _vector_param(w: Any, n: int) -> bool:
+    return isinstance(w, fx.Node) and w.op == "get_attr" and shape(w) == (n,)
+
+
+def find_rms_norm(tr: TracedReference) -> list[Match]:
+    found = []
+    for r in graph_nodes(tr):
+        if op(r) != "rsqrt" or len(r.users) != 1:
+            continue
+        a = arg(r, 0)
+        if op(a) != "add" or len(a.users) != 1:
+            continue
+        mean, eps = split_constant(a)
+        if op(mean) != "mean" or len(mean.users) != 1 or \
+                arg(mean, 2, "keepdim") is not True:
+            continue
+        p = arg(mean, 0)
+        h = _squared(p)
+        if h is None or len(p.users) != 1 or tensor(h) is None or \
+                not is_last_dim(arg(mean, 1, "dim"), tensor(h).dim()):
+            continue
+        nm = only_user(r)
+        if op(nm) != "mul" or other_operand(nm, r) is not h or len(nm.users) != 1:
+            continue
+        x, hcast = through_cast(h, torch.float32)
+        if x is None or dtype(x) not in FLOATS:
+            continue
+        n = shape(x)[-1]
+        nodes = {p, mean, a, r, nm}
+        optional = {hcast} if hcast is not None else set()
+        found += [m for m in (_llama(x, n, nm, nodes, optional, eps),
+                              _gemma(x, n, nm, nodes, optional, eps)) if m is not None]
+    return found
+
+
+def _llama(x, n, nm, nodes, optional, eps) -> Match | None:
+    t = only_user(nm)
+    tcast = cast_source(t, dtype(x))
+    if tcast is nm and len(t.users) == 1:
+        y = only_user(t)
+        nodes = nodes | {t}
+    elif dtype(x) == torch.float32:
+        y, t = t, nm
+    else:
+        return None
+    w = other_operand(y, t) if op(y) == "mul" else None
+    if not _vector_param(w, n):
+        return None
+    return _norm_match(x, w, eps, False, nodes | {y}, optional, y,
+                       "Llama RMSNorm (rounded to the input dtype before the weight)")
+
+
+def _gemma(x, n, nm, nodes, optional, eps) -> Match | None:
+    o = only_user(nm)
+    if op(o) != "mul" or len(o.users) != 1:
+        return None
+    w1 = other_operand(o, nm)
+    if op(w1) != "add" or len(w1.users) != 1:
+        return None
+    wf, one = split_constant(w1)
+    if number(one) != 1.0 or wf is None:
+        return None
+    w, wcast = through_cast(wf, torch.float32)
+    if not _vector_param(w, n):
+        return None
+    y = only_user(o)
+    if cast_source(y, dtype(x)) is o:
+        nodes = nodes | {o, w1, y}
+    elif dtype(x) == torch.float32:
+        nodes, y = nodes | {o, w1}, o
+    else:
+        return None
+    if wcast is not None:
+        nodes = nodes | {wcast}
+    return _norm_match(x, w, eps, True, nodes, optional, y,
+                       "Gemma RMSNorm (weight stored as an offset: h * (1 + w))")
+
+
+def _norm_match(x, w, eps, offset, nodes, optional, y, what) -> Match | None:
+    if dtype(y) != (dtype(x) if offset else torch.promote_types(dtype(w), dtype(x))):
+        return None
+    kw = {"offset_weight": True} if offset else {}
+    residual = op(x) == "add" and all(
+        isinstance(t, fx.Node) and shape(t) == shape(x) and dtype(t) == dtype(x)
+        for t in operands(x))
+    if residual:
+        a, b = operands(x)
+
+        def build_add(g, m):
+            r = call(g, ADD_RMS_NORM, (m(a), m(b), m(w), eps), kw,
+                     "residual add + RMSNorm in one pass: (normed, new residual)", "fused")
+            return [item(g, r, 0, "normed"), item(g, r, 1, "residual_out")]
+
+        return Match("add_rms_norm", nodes | {x}, [y, x], build_add,
+                     f"residual add + {what} → add_rms_norm", FUSED, optional,
+                     (ADD_RMS_NORM,))
+
+    def build(g, m):
+        return [call(g, RMS_NORM, (m(x), m(w), eps), kw, "RMSNorm in one pass per row",
+                     "normed")]
+
+    return Match("rms_norm", nodes, [y], build, f"{what} → rms_norm", FUSED, optional,
+                 (RMS_NORM,))
+
+
+def find_layer_norm(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        if op(n) != "layer_norm" or tensor(n) is None:
+            continue
+        x = arg(n, 0)
+        if n.op == "call_module":
+            mod = n.meta["module"]
+            if len(mod.normalized_shape) != 1:
+                continue
+            t = str(n.target)
+            w = AttrRef(f"{t}.weight", None) if mod.weight is not None else None
+            b = AttrRef(f"{t}.bias", None) if getattr(mod, "bias", None) is not None else None
+            eps: Any = AttrRef(f"{t}.eps", mod.eps)
+            tensors = [p for p in (mod.weight, getattr(mod, "bias", None)) if p is not None]
+        else:
+            ns = arg(n, 1, "normalized_shape")
+            if not isinstance(ns, (tuple, list)) or len(ns) != 1:
+                continue
+            w, b = arg(n, 2, "weight"), arg(n, 3, "bias")
+            eps = arg(n, 4, "eps", 1e-5)
+            tensors = [tensor(t) for t in (w, b) if t is not None]
+        if dtype(x) not in FLOATS or any(t is None or t.dtype != dtype(x) for t in tensors):
+            continue
+
+        def build(g, m, x=x, w=w, b=b, eps=eps):
+            return [call(g, LAYER_NORM, (m(x), m(w), m(b), eps), {},
+                         "LayerNorm: fp32 statistics, one pass per row", "normed")]
+
+        found.append(Match("layer_norm", {n}, [n], build, "LayerNorm over the last dim → "
+                           "layer_norm", ("library_kernel",), set(), (LAYER_NORM,)))
+    return found

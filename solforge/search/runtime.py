@@ -1,0 +1,104 @@
+"""Small runtime pieces the generated solutions import: backend flags, channels-last
+inputs, CUDA-graph replay (a class and a ``forward`` decorator). Kept here so a generated
+file stays a page of readable code.
+
+Not covered: CUDA graphs of a forward that synchronises with the host, allocates with
+data-dependent sizes or reads a tensor's values in Python (capture fails with PyTorch's
+error, and the candidate fails with it); several devices in one forward.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+
+@contextmanager
+def backend_flags(*, tf32: bool | None = None, cudnn_benchmark: bool | None = None
+                  ) -> Iterator[None]:
+    """Set the TF32 and cuDNN-autotuning switches for the duration of a call, then put
+    back what was there (the flags are process-wide)."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark)
+    try:
+        if tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+        if cudnn_benchmark is not None:
+            torch.backends.cudnn.benchmark = cudnn_benchmark
+        yield
+    finally:
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+         torch.backends.cudnn.benchmark) = saved
+
+
+def channels_last(x: Any) -> Any:
+    """A 4-D tensor in NHWC memory order (a copy when it is not already); anything else
+    as it is."""
+    if isinstance(x, torch.Tensor) and x.dim() == 4:
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    # shapes, strides, dtypes and devices: never addresses or values
+    return tuple((tuple(a.shape), a.stride(), a.dtype, str(a.device))
+                 if isinstance(a, torch.Tensor) else ("value", repr(a)) for a in args)
+
+
+class CudaGraphed:
+    """Calls ``fn`` through one CUDA graph per input signature.
+
+    The first call with a new signature warms ``fn`` up twice (autotuning, lazy
+    initialisation) and captures it on copies of the inputs, which become the graph's
+    static input buffers. Every call copies its inputs into those buffers, replays the
+    graph and returns clones of the static outputs, so an output handed out earlier is
+    never overwritten by a later replay. The copies in and out are device work and are
+    timed as such.
+    """
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.graphs: dict[tuple[Any, ...], tuple[torch.cuda.CUDAGraph, tuple[Any, ...], Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = _signature(args)
+        entry = self.graphs.get(key)
+        if entry is None:
+            entry = self.graphs[key] = self._capture(args)
+        graph, static_in, static_out = entry
+        for buf, a in zip(static_in, args):
+            if isinstance(buf, torch.Tensor):
+                buf.copy_(a)
+        graph.replay()
+        return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, static_out)
+
+    def _capture(self, args: tuple[Any, ...]) -> tuple[torch.cuda.CUDAGraph, tuple[Any, ...], Any]:
+        static_in = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        for _ in range(2):
+            self.fn(*static_in)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = self.fn(*static_in)
+        return graph, static_in, static_out
+
+
+def cuda_graphed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a module's ``forward``: each instance replays it through its own
+    :class:`CudaGraphed` (its graphs and static buffers live on the instance)."""
+    key = f"_cuda_graphed_{method.__name__}"
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any) -> Any:
+        graphed = self.__dict__.get(key)
+        if graphed is None:
+            graphed = self.__dict__[key] = CudaGraphed(functools.partial(method, self))
+        return graphed(*args)
+
+    return wrapper

@@ -1,0 +1,157 @@
+"""Graph matching: every pattern is found where the corpus spells it, nowhere else, and
+never when a detail (a cast, a dim, a mask, a dtype) makes the substitution inexact."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from solforge.problems import builtin_problems, load_problem
+from solforge.problems.loader import import_file
+from solforge.search.emit import forward_source
+from solforge.search.match import LibraryFunction, find_matches, substitute
+from solforge.search.trace import TraceError, trace_reference
+
+EXPECTED = {
+    "rmsnorm_llama3": ["rms_norm"],
+    "rmsnorm_gemma2": ["rms_norm"],
+    "add_rmsnorm_llama_qwen": ["add_rms_norm"],
+    "layernorm_vit": ["layer_norm"],
+    "layernorm_whisper": ["layer_norm"],
+    "vit_patch_embed_layernorm_clip": ["layer_norm"],
+    "layernorm_linear_gelu_vit": ["layer_norm", "bias_act"],
+    "softmax_attn_scores_llama3": ["softmax"],
+    "softmax_logits_fp32": ["softmax"],
+    "moe_router_mixtral": ["softmax"],
+    "mla_decode_deepseek_v3": ["softmax"],  # two score terms: not plain attention
+    "swiglu_mlp_llama3": ["swiglu"],
+    "geglu_mlp_gemma": ["geglu"],
+    "bias_gelu_whisper": ["bias_act"],
+    "gelu_tanh_gemma2": ["bias_act"],
+    "silu_llama3": ["bias_act"],
+    "causal_conv1d_silu_mamba": ["bias_act"],
+    "conv_groupnorm_silu_sd_unet": ["bias_act"],
+    "whisper_conv_frontend": ["bias_act", "bias_act"],
+    "rope_llama3": ["rope"],
+    "qkv_bias_rope_qwen25": ["rope"],
+    "causal_mha_eager_llama2": ["sdpa"],
+    "vit_attention_siglip": ["sdpa"],
+    "fp8_quant_group_deepseek_v3": ["fp8_quant_per_group"],
+    "fp8_quant_per_tensor_llama3": ["fp8_quant_per_tensor"],
+}
+
+
+def _kinds_by_problem() -> dict[str, list[str] | None]:
+    out: dict[str, list[str] | None] = {}
+    for p in builtin_problems():
+        try:
+            tr = trace_reference(p, import_file(p.path))
+        except TraceError:
+            out[p.name] = None
+            continue
+        out[p.name] = [m.kind for m in find_matches(tr)]
+    return out
+
+
+def test_corpus_matches_exactly_the_expected_patterns():
+    found = _kinds_by_problem()
+    for name, kinds in EXPECTED.items():
+        assert found[name] == kinds, (name, found[name])
+    # everything else traced finds nothing: GEMMs, embeddings, reductions, GQA through
+    # SDPA already, sliding-window masks, fp8/int8 GEMMs, int8 quantization
+    others = {k: v for k, v in found.items() if k not in EXPECTED and v is not None}
+    assert len(others) >= 15
+    assert all(v == [] for v in others.values()), others
+
+
+def _problem(tmp_path, name: str, forward: str, inputs: str, init: str = "",
+             precision: str = "bf16", params: str = "x"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        SOLFORGE = {"precision": "%s", "workloads": [{"name": "small", "params": {}, "cpu": True}]}
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                %s
+
+            def forward(self, %s):
+                %s
+
+
+        def get_inputs():
+            return %s
+
+
+        def get_init_inputs():
+            return []
+    ''') % (precision, init or "pass", params, forward, inputs))
+    p = load_problem(path)
+    return trace_reference(p, import_file(p.path))
+
+
+BF16_X = "[torch.randn(4, 64, dtype=torch.bfloat16)]"
+W = "self.weight = nn.Parameter(torch.ones(64, dtype=torch.bfloat16))"
+
+
+RMS = "h = x.float(); h = h * torch.rsqrt(h.pow(2).mean({dim}, keepdim=True) + 1e-6); "
+VARIANTS = [
+    # RMSNorm whose weight multiplies before the rounding (neither Llama's nor Gemma's)
+    ("x", RMS.format(dim=-1) + "return (h * self.weight.float()).to(x.dtype)", BF16_X, W,
+     "rms_norm"),
+    # the mean over the wrong dim
+    ("x", RMS.format(dim=0) + "return self.weight * h.to(x.dtype)", BF16_X, W, "rms_norm"),
+    # softmax over dim 0 of a 2-D tensor
+    ("x", "return F.softmax(x, dim=0)", BF16_X, "", "softmax"),
+    # attention with an additive mask that is not causal (the softmax alone is still one)
+    ("q, k, v, m", ("s = torch.matmul(q, k.transpose(-2, -1)) * 0.125 + m; "
+                    "return torch.matmul(F.softmax(s, dim=-1), v)"),
+     "[torch.randn(1, 2, 8, 16) for _ in range(3)] + [torch.randn(8, 8)]", "", "sdpa"),
+    # exact-erf GELU gate: no library GeGLU (the activation alone is still a bias_act)
+    ("g, u", "return F.gelu(g) * u", "[torch.randn(4, 64), torch.randn(4, 64)]", "", "geglu"),
+    # rotate-half with a cos table in fp32 and q in bf16: the products round differently
+    ("q, c, s", ("h = q.shape[-1] // 2; r = torch.cat((-q[..., h:], q[..., :h]), dim=-1); "
+                 "return q * c + r * s"),
+     ("[torch.randn(1, 2, 3, 8, dtype=torch.bfloat16), torch.randn(1, 1, 3, 8), "
+      "torch.randn(1, 1, 3, 8)]"), "", "rope"),
+]
+
+
+@pytest.mark.parametrize("params,forward,inputs,init,absent", VARIANTS)
+def test_inexact_variants_are_not_substituted(tmp_path, params, forward, inputs, init, absent):
+    tr = _problem(tmp_path, "variant", forward, inputs, init, params=params)
+    kinds = [m.kind for m in find_matches(tr)]
+    assert absent not in kinds, kinds
+
+
+def test_substitution_keeps_parameter_names_and_drops_the_replaced_ops(tmp_path):
+    tr = _problem(tmp_path, "rms", "h = x.to(torch.float32);"
+                  " h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6);"
+                  " return self.weight * h.to(x.dtype)", BF16_X, W)
+    (m,) = find_matches(tr)
+    assert m.kind == "rms_norm" and m.levers == ("library_kernel", "fusion")
+    fn = next(c for c in m.calls if isinstance(c, LibraryFunction))
+    src = forward_source(substitute(tr, [m]), {fn: fn.name})
+    assert "normed = rms_norm(x, self.weight, 1e-06)" in src
+    assert "rsqrt" not in src and "pow" not in src and "mean" not in src
+
+
+def test_causal_attention_becomes_one_sdpa_call(tmp_path):
+    tr = _problem(tmp_path, "attn",
+                  "n = q.shape[2];"
+                  " s = torch.matmul(q.float(), k.float().transpose(2, 3)) * 0.25;"
+                  " s = s + torch.full((n, n), float('-inf'), device=q.device).triu(1);"
+                  " return torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype), v)",
+                  "[torch.randn(1, 2, 9, 16, dtype=torch.float16) for _ in range(3)]", "",
+                  precision="fp16", params="q, k, v")
+    (m,) = find_matches(tr)
+    assert m.kind == "sdpa" and m.language == "pytorch"
+    src = forward_source(substitute(tr, [m]), {})
+    assert "F.scaled_dot_product_attention(" in src and "is_causal=True" in src
+    assert "scale=0.25" in src and "F.softmax" not in src and "triu" not in src

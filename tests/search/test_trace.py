@@ -1,0 +1,133 @@
+"""Tracing references into fx graphs with example values, and printing them back as code.
+
+The printer's contract: the traced graph of every traceable corpus problem, printed as a
+``forward`` (the constructor copied from the reference), computes exactly what the
+reference computes. Checked in-process on each problem's small CPU workload.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from solforge.bench.compare import as_list
+from solforge.bench.inputs import build_model, init_args, make_inputs
+from solforge.problems import builtin_problems, find_builtin, load_problem
+from solforge.problems.loader import import_file
+from solforge.search.emit import BASE_IMPORTS, forward_source, standalone_file
+from solforge.search.trace import AttrRef, TraceError, trace_reference
+
+UNTRACEABLE = {
+    # Python over tensor values or sizes: fx cannot follow it, and says why
+    "paged_decode_vllm": "tolist",
+    "lm_head_topk_sampling_llama3": "control flow",
+    "selective_scan_mamba": "integer",
+    "fp8_quant_block_weight_deepseek_v3": "item assignment",
+    "moe_experts_mixtral": "nonzero",
+    # n_rep = heads // kv_heads differs between workloads and is no attribute
+    "attention_block_llama3": "differs between workloads",
+}
+
+
+def _trace(name: str):
+    p = find_builtin(name)
+    return p, trace_reference(p, import_file(p.path))
+
+
+def _attr_refs(graph) -> set[str]:
+    found: set[str] = set()
+
+    def visit(a):
+        if isinstance(a, AttrRef):
+            found.add(a.name)
+        return a
+
+    for n in graph.nodes:
+        torch.fx.node.map_aggregate((n.args, n.kwargs), visit)
+    return found
+
+
+@pytest.mark.parametrize("name,reason", sorted(UNTRACEABLE.items()))
+def test_untraceable_references_say_why(name, reason):
+    p = find_builtin(name)
+    with pytest.raises(TraceError, match=reason):
+        trace_reference(p, import_file(p.path))
+
+
+def test_attributes_stay_attributes():
+    _, rms = _trace("rmsnorm_llama3")
+    assert _attr_refs(rms.graph) == {"eps"}
+    _, mha = _trace("causal_mha_eager_llama2")  # finfo(x.dtype) traces: dtypes are concrete
+    assert _attr_refs(mha.graph) == {"scaling"}
+    assert mha.workloads == ["cpu_small", "prefill_b16_s512", "prefill_b4_s2048"]
+    _, router = _trace("moe_router_mixtral")  # the same on every visible workload: still self.top_k
+    assert "top_k" in _attr_refs(router.graph)
+
+
+def test_iterating_a_shape_unrolls_to_its_rank():
+    _, tr = _trace("qkv_bias_rope_qwen25")  # b, s, _ = hidden_states.shape
+    src = forward_source(tr.graph, {})
+    assert "hidden_states.shape[0]" in src and "self.head_dim" in src
+
+
+def test_printed_graphs_compute_what_the_references_compute(tmp_path):
+    checked = 0
+    for p in builtin_problems():
+        if p.name in UNTRACEABLE:
+            continue
+        module = import_file(p.path)
+        tr = trace_reference(p, module)
+        src = standalone_file(problem=p.name, candidate="traced", summary="traced", details=[],
+                              levers=[], reference_path=p.path,
+                              imports=[*BASE_IMPORTS, "import torch.nn.functional as F"],
+                              forward=forward_source(tr.graph, {}))
+        path = tmp_path / f"{p.name}.py"
+        path.write_text(src)
+        assert "import_file" not in src and "solforge.problems.loader" not in src
+        solution = import_file(path)
+        w = next(w for w in p.workloads if w.cpu)
+        args = init_args(module, dict(w.params))
+        cpu = torch.device("cpu")
+        ref = build_model(module.Model, args, cpu, True)
+        new = build_model(solution.ModelNew, args, cpu, True, ref.state_dict())
+        inputs = make_inputs(module, dict(w.params), 0, "normal", cpu)
+        with torch.no_grad():
+            want = as_list(ref(*[x.clone() if torch.is_tensor(x) else x for x in inputs]))
+            got = as_list(new(*[x.clone() if torch.is_tensor(x) else x for x in inputs]))
+        assert len(got) == len(want), p.name
+        for a, b in zip(got, want):
+            assert torch.equal(a, b) if torch.is_tensor(b) else a == b, p.name
+        checked += 1
+    assert checked >= 40
+
+
+def test_python_branch_on_a_size_is_a_trace_error(tmp_path):
+    problem = tmp_path / "branchy.py"
+    problem.write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        SOLFORGE = {"precision": "fp32", "workloads": [
+            {"name": "a", "params": {"n": 4}, "cpu": True},
+            {"name": "b", "params": {"n": 8}}]}
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                if x.shape[0] > 4:
+                    return x * 2
+                return x + 1
+
+
+        def get_inputs(n=4):
+            return [torch.randn(n, 3)]
+
+
+        def get_init_inputs():
+            return []
+    '''))
+    p = load_problem(problem)
+    with pytest.raises(TraceError, match="control flow"):
+        trace_reference(p, import_file(p.path))
