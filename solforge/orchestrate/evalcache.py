@@ -8,7 +8,8 @@ crash regenerates the same candidates and gets their finished verdicts back at o
 the evaluation that was in flight when the run died is redone.
 
 Re-measurements (``rounds`` > 1) are never served from the cache: a fresh figure is their
-point. Not covered: two workers evaluating the same source at the same moment (both run;
+point; nor are records about the evaluator rather than the solution (its process died, its
+own files changed). Not covered: two workers evaluating the same source at the same moment (both run;
 the second result wins the cache entry).
 """
 
@@ -27,6 +28,15 @@ from solforge.problems.spec import Problem
 
 # options that do not change what a verdict says (only how fast it is reached or shown)
 _IRRELEVANT = {"timeout_s"}
+
+
+def _verdict_of_the_solution(record: EvaluationRecord) -> bool:
+    """False for records that say something about the evaluator, not the solution (its
+    process died, it found its own files changed): those are never served again."""
+    if "evaluator_tampered" in record.flags:
+        return False
+    text = record.message.lower()
+    return not ("the evaluator process" in text or "internal evaluator error" in text)
 
 
 class CachedEvaluator:
@@ -66,7 +76,7 @@ class CachedEvaluator:
                 return EvaluationRecord.from_json(found)
         self.misses += 1
         record = self.inner.evaluate(problem, solution, language, **overrides)
-        if key is not None:
+        if key is not None and _verdict_of_the_solution(record):
             self.ledger.cache_evaluation(key, record.to_json())
         return record
 
