@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# Triton kernels imported anywhere in the session run under the interpreter when there is
+# no GPU: set before any test module imports triton (the interpreter flag is read then).
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 PROBLEMS = FIXTURES / "problems"
 SOLUTIONS = FIXTURES / "solutions"

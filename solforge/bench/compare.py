@@ -158,11 +158,15 @@ def compare(out: Any, ref: Any, pc: PrecisionClass) -> Comparison:
         max_abs, max_rel, worst = max(max_abs, a), max(max_rel, rel), max(worst, w)
     ratio = mism / total if total else 0.0
     allowed = 1.0 - pc.matched_ratio
-    ok = ratio <= allowed + 1e-12 and (mism == 0 or worst <= pc.worst_error_factor)
+    # a class that tolerates mismatches at all tolerates one on a small output (640 bf16
+    # elements at 99.9% would otherwise allow none: a single rounding tie fails a trial);
+    # the worst-error cap still bounds how far off it may be
+    allowed_count = max(allowed * total, 1.0) if allowed > 0 else 0.0
+    ok = mism <= allowed_count + 1e-9 and (mism == 0 or worst <= pc.worst_error_factor)
     c = Comparison(Status.PASSED if ok else Status.INCORRECT_NUMERICAL, "", max_abs, max_rel,
                    ratio, worst)
     if not ok:
-        if ratio > allowed:
+        if mism > allowed_count:
             c.message = (f"{mism} of {total} elements ({ratio:.2%}) outside atol={pc.atol:g}, "
                          f"rtol={pc.rtol:g} (allowed {allowed:.2%}); max abs error {max_abs:.3g}")
         else:

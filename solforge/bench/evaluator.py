@@ -6,6 +6,12 @@ dicts with it. If the judge itself dies (a reference that segfaults, say), the r
 says so with the status that fits the phase it died in, and the next evaluation gets a
 new judge.
 
+The judge's environment is the caller's minus anything named like a secret (keys,
+tokens, passwords): a candidate must not find them one process up. When the judge
+reports that the evaluator's own files changed (``guard.py``), this handle raises
+:class:`~solforge.bench.guard.EvaluatorTampered` for that evaluation's caller to see and
+for every later call: it will not start another judge on files it cannot trust.
+
 Not covered: several devices per judge (use one Evaluator per device), remote judges
 (the Ray backend starts judges as tasks; see docs/SCALE.md).
 """
@@ -22,6 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from solforge.bench.guard import EvaluatorTampered, solforge_digest
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import EvaluationRecord, Status
 from solforge.problems.spec import Problem
@@ -36,17 +43,24 @@ class Evaluator:
         self.on_phase = on_phase
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
+        self.digest: str | None = None
+        self.tampered: str | None = None
 
     # -- judge process -------------------------------------------------------------------
     def _start(self) -> None:
+        if self.tampered:
+            raise EvaluatorTampered(self.tampered)
+        if self.digest is None:
+            self.digest = solforge_digest()
         ours, theirs = socket.socketpair()
         theirs.set_inheritable(True)
-        env = dict(os.environ)
+        from solforge.bench.sandbox import judge_env
+
+        env = judge_env(dict(os.environ))
         src_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH"))
                                             if p)
         from solforge.bench.prewarm import compile_env
-
         from solforge.bench.sandbox import QUIET_THREADS
 
         env.update(compile_env())
@@ -55,7 +69,7 @@ class Evaluator:
             env["TRITON_INTERPRET"] = "1"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solforge.bench.judge", "--fd", str(theirs.fileno()),
-             "--device", self.options.device],
+             "--device", self.options.device, "--guard-digest", self.digest],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         theirs.close()
@@ -65,6 +79,13 @@ class Evaluator:
             err = self._stderr()
             self.close()
             raise RuntimeError(f"the evaluator process did not start: {err}")
+        if msg.get("refused"):
+            self._refuse(msg["refused"])
+
+    def _refuse(self, message: str) -> None:
+        self.tampered = message
+        self.close()
+        raise EvaluatorTampered(message)
 
     def _stderr(self) -> str:
         if self.proc is None or self.proc.stderr is None:
@@ -125,6 +146,8 @@ class Evaluator:
         if self.proc is None or self.proc.poll() is not None:
             try:
                 self._start()
+            except EvaluatorTampered:
+                raise
             except RuntimeError as e:
                 return {"ok": False, "message": str(e)}
         assert self.conn is not None
@@ -137,20 +160,30 @@ class Evaluator:
                 self.close()
                 return {"ok": False, "message": "the evaluator process died while profiling"}
             if msg.get("event") == "result":
+                if "evaluator_tampered" in msg["profile"].get("flags", []):
+                    self._refuse(msg["profile"]["message"])
                 return msg["profile"]
+            if msg.get("event") == "refused":
+                self._refuse(msg.get("message", ""))
             if msg.get("event") == "error":
                 return {"ok": False, "message": msg.get("message", "")}
 
     def evaluate(self, problem: Problem | str | Path, solution: str | Path,
                  language: str | None = None, **overrides: Any) -> EvaluationRecord:
         """Evaluate ``solution`` on ``problem``; always returns a record, never raises for
-        anything the problem or the solution did."""
+        anything the problem or the solution did, with one exception: a solution that
+        changed the evaluator's own files gets its record (``evaluator_tampered``), and
+        every later call raises :class:`EvaluatorTampered`."""
+        if self.tampered:
+            raise EvaluatorTampered(self.tampered)
         opts = self.options.model_copy(update=overrides) if overrides else self.options
         problem_path = str(problem.path if isinstance(problem, Problem) else problem)
         name = problem.name if isinstance(problem, Problem) else Path(problem_path).stem
         if self.proc is None or self.proc.poll() is not None:
             try:
                 self._start()
+            except EvaluatorTampered:
+                raise
             except RuntimeError as e:
                 return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
         assert self.conn is not None
@@ -178,7 +211,13 @@ class Evaluator:
                 if self.on_phase:
                     self.on_phase(msg)
             elif event == "result":
-                return EvaluationRecord.from_json(msg["record"])
+                record = EvaluationRecord.from_json(msg["record"])
+                if "evaluator_tampered" in record.flags:
+                    self.tampered = record.message
+                    self.close()
+                return record
+            elif event == "refused":
+                self._refuse(msg.get("message", ""))
             elif event == "error":
                 return _record(name, solution, opts, Status.RUNTIME_ERROR,
                                f"internal evaluator error: {msg.get('message')}\n"

@@ -2,9 +2,11 @@
 
 Before the candidate's module is imported, the runner records the identity of every
 function and method its measurements and replies go through (clocks, synchronisation,
-events, the profiler, the harness's own timing, comparison and channel code). After each
-operation it checks them again; a difference is reported as the flag ``harness_patched``
-and the judge rejects the candidate (``REWARD_HACK``).
+events, the profiler, the harness's own timing, comparison, policy probes and channel
+code), and of the code object of each Python function among them (so swapping
+``f.__code__`` in place is seen too). After each operation it checks them again; a
+difference is reported as the flag ``harness_patched`` and the judge rejects the
+candidate (``REWARD_HACK``).
 
 This is evidence, not a wall: code in the runner's process can defeat any check made in
 that process (by patching C state, or this module's captured references through frame
@@ -31,7 +33,11 @@ _TARGETS = (
     ("solforge.bench.channel", "dumps"), ("solforge.bench.channel", "Channel"),
     ("solforge.bench.channel.Channel", "send"), ("solforge.bench.compare", "compare"),
     ("solforge.bench.inputs", "run_forward"), ("solforge.bench.runner", "Runner"),
-    ("solforge.bench.runner", "serve"), ("threading", "active_count"),
+    ("solforge.bench.runner", "serve"), ("solforge.bench.runner.Runner", "op_time"),
+    ("solforge.bench.runner.Runner", "op_run"), ("solforge.bench.runner.Runner", "op_trace"),
+    ("solforge.bench.runner.Runner", "op_batch_go"), ("solforge.bench.timing", "_Keeper"),
+    ("solforge.bench.policy", "aten_trace"), ("solforge.bench.policy", "ReferenceTripwire"),
+    ("threading", "active_count"), ("sys", "setprofile"), ("threading", "setprofile"),
 )
 
 
@@ -53,9 +59,13 @@ def snapshot() -> dict[str, int]:
     out = {}
     for owner, attr in _TARGETS:
         try:
-            out[f"{owner}.{attr}"] = id(getattr(_resolve(owner), attr))
+            obj = getattr(_resolve(owner), attr)
         except (ImportError, AttributeError):
             continue
+        out[f"{owner}.{attr}"] = id(obj)
+        code = getattr(obj, "__code__", None)
+        if code is not None:
+            out[f"{owner}.{attr}.__code__"] = id(code)
     return out
 
 

@@ -7,7 +7,19 @@ candidate's code. One judge per device; the CLI (or a planner) talks to it throu
 
 A runner is started ahead of need (a "spare": Python, torch and the CUDA context already
 up), so a candidate's evaluation does not wait for process start. Each runner serves
-exactly one candidate and is then killed with all its descendants.
+exactly one candidate and is then killed with all its descendants (and any orphan of it
+the judge adopted as subreaper).
+
+While it waits for a runner the judge watches it: host memory, the number of processes
+(a fork bomb), the volume of output (a flood), and, from the timing phase on, the CPU
+the runner's processes burn *between* requests, when an honest runner is idle
+(background work: a thread that finishes the call's work after it returned, or that
+slows the baselines timed meanwhile). Compilers and compile workers are left out of
+that count.
+
+After every evaluation the judge compares its own files with the manifest it took at
+start (``guard.py``); a change marks that evaluation ``evaluator_tampered`` and the judge
+refuses every later request.
 
 Requests (plain dicts over the judge's channel): ``evaluate`` and ``shutdown``. While it
 works, the judge sends ``{"event": "phase", ...}`` messages so the caller can tell a broken
@@ -17,14 +29,24 @@ reference (judge died while building the reference) from anything else.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from solforge.bench.sandbox import RunnerProcess, SandboxConfig, become_subreaper
+from solforge.bench.guard import FileGuard, describe
+from solforge.bench.proctree import adopted_orphans, cpu_seconds, kill_tree, reap_all
+from solforge.bench.sandbox import (
+    RunnerProcess,
+    SandboxConfig,
+    become_subreaper,
+    protect_judge,
+)
 
 
 class RunnerFailure(Exception):
@@ -46,6 +68,30 @@ class RunnerHandle:
         self.proc = proc
         self.memory_mb = memory_mb
         self.ready = False
+        self.sent_at = self.replied_at = 0.0  # perf_counter around the last request
+        self.watch_idle = False
+        self.idle_cpu_s = 0.0
+        self.idle_wall_s = 0.0
+        self._idle_mark: tuple[float, float] | None = None
+
+    def start_idle_watch(self) -> None:
+        """From now on, count the CPU the runner burns between replies and requests."""
+        self.watch_idle = True
+        self.idle_cpu_s = self.idle_wall_s = 0.0
+        self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
+
+    def idle_probe(self, seconds: float) -> None:
+        """Wait ``seconds`` with the runner idle, so a busy background thread shows."""
+        time.sleep(seconds)
+        self._close_idle_window()
+        self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
+
+    def _close_idle_window(self) -> None:
+        if self.watch_idle and self._idle_mark is not None:
+            t0, c0 = self._idle_mark
+            self.idle_wall_s += time.monotonic() - t0
+            self.idle_cpu_s += max(0.0, cpu_seconds(self.proc.processes()) - c0)
+        self._idle_mark = None
 
     def wait_ready(self, deadline: float) -> None:
         if not self.ready:
@@ -56,11 +102,18 @@ class RunnerHandle:
 
     def ask(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         self.wait_ready(deadline)
+        self._close_idle_window()
+        self.sent_at = time.perf_counter()
         try:
             self.proc.channel.send(msg)
         except (OSError, BrokenPipeError) as e:
             raise self._died(f"while sending {msg.get('op')}: {e}") from None
         reply = self._recv(deadline, msg.get("op", "?"))
+        self.replied_at = time.perf_counter()
+        if self.proc.hit_process_limit():
+            self._watchdog(msg.get("op", "?"))
+        if self.watch_idle:
+            self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
         if not reply.get("ok"):
             detail = reply.get("message", "")
             tb = reply.get("traceback")
@@ -86,14 +139,40 @@ class RunnerHandle:
                     if not self.proc.alive() or "hung up" in str(e):
                         raise self._died(f"during '{what}'") from None
                     self.proc.kill()
-                    raise RunnerFailure("REWARD_HACK", f"the runner sent a forged message: {e}"
-                                        ) from None
+                    raise RunnerFailure("REWARD_HACK", f"the runner sent a forged message: {e}",
+                                        flag="forged_message") from None
             if not self.proc.alive():
+                self._watchdog(what)
                 raise self._died(f"during '{what}'")
-            if self.memory_mb and self.proc.rss_mb() > self.memory_mb:
-                self.proc.kill()
-                raise RunnerFailure("RUNTIME_ERROR", f"host memory over {self.memory_mb} MiB "
-                                    f"during '{what}'; the candidate was killed")
+            self._watchdog(what)
+
+    def _watchdog(self, what: str) -> None:
+        """Kill the runner when it exceeds a limit: processes, output, host memory."""
+        cfg = self.proc.config
+        procs = self.proc.processes()
+        if len(procs) - 1 > cfg.max_processes or self.proc.hit_process_limit():
+            self.proc.kill()
+            raise RunnerFailure("RUNTIME_ERROR", f"process limit: the candidate started more "
+                                f"than {cfg.max_processes} processes (or {cfg.max_tasks} "
+                                f"tasks) during '{what}', a fork bomb; it was killed with all "
+                                "of them")
+        if cfg.output_mb and self.proc.output.total > cfg.output_mb << 20:
+            self.proc.kill()
+            raise RunnerFailure("RUNTIME_ERROR", f"output flood: the candidate wrote more than "
+                                f"{cfg.output_mb} MiB to stdout/stderr during '{what}'; it was "
+                                f"killed.\n{self.proc.output.text()[-1500:]}")
+        if self.memory_mb and self.proc.rss_mb(procs) > self.memory_mb:
+            copies = _copies(self.proc.pid, procs)
+            self.proc.kill()
+            if copies >= 16:  # copies of the runner itself: forks, not compilers
+                raise RunnerFailure("RUNTIME_ERROR", f"process limit: the candidate started "
+                                    f"{len(procs) - 1} processes holding over "
+                                    f"{self.memory_mb} MiB during '{what}', a fork bomb; it "
+                                    "was killed with all of them")
+            across = f" across {len(procs)} processes" if len(procs) > 1 else ""
+            raise RunnerFailure("RUNTIME_ERROR", f"host memory exhausted: over "
+                                f"{self.memory_mb} MiB resident{across} during '{what}'; the "
+                                "candidate was killed")
 
     def _died(self, when: str) -> RunnerFailure:
         time.sleep(0.05)
@@ -102,6 +181,19 @@ class RunnerHandle:
         tail = out[-3000:] if out else "(no output)"
         return RunnerFailure("RUNTIME_ERROR", f"the candidate process {how} {when}.\n{tail}",
                              fatal=True)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stop every process of the runner (SIGSTOP) for the block: while the judge times
+        baselines nothing of the candidate runs (no noisy neighbour, no file written
+        under the judge's lazy imports). The runner is idle then; it resumes unchanged."""
+        stopped = [p for p in self.proc.processes() if _signal(p, signal.SIGSTOP)]
+        try:
+            yield
+        finally:
+            for p in stopped:
+                _signal(p, signal.SIGCONT)
+            self._idle_mark = None  # frozen time is not idle time
 
     def close(self) -> None:
         if self.proc.alive():
@@ -112,16 +204,86 @@ class RunnerHandle:
         self.proc.kill()
 
 
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _copies(runner: int, procs: list[int]) -> int:
+    """How many of ``procs`` are forked copies of the ``runner`` process: the same
+    command name and not exec'd into a compiler (a fork bomb's children; resident memory
+    counts their shared pages once each, so the memory limit trips before the count)."""
+    from pathlib import Path
+
+    def comm(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split("(", 1)[1].rsplit(")", 1)[0]
+        except (OSError, IndexError):
+            return ""
+
+    own = comm(runner)
+    return sum(1 for p in procs if p != runner and own and comm(p) == own)
+
+
+def _preload(device: str) -> None:
+    """Import now everything the judge would otherwise import lazily during an evaluation,
+    after candidate code has run: a module rewritten by a candidate must never load into
+    the trusted process (the file guard then sees the change before anything runs it)."""
+    import importlib
+
+    for name in ("solforge.bench.verdict", "solforge.bench.checks", "solforge.bench.probes",
+                 "solforge.bench.policy", "solforge.bench.policy_static",
+                 "solforge.bench.baselines", "solforge.bench.reference_solution",
+                 "solforge.sol.hooks", "solforge.problems.loader", "solforge.problems.gen"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if device.startswith("cuda"):
+        import torch.profiler  # noqa: F401
+
+
 class Judge:
     def __init__(self, device: str, conn: Connection | None = None) -> None:
         import torch
 
         self.device = device
         self.conn = conn
+        protect_judge(device)
+        _preload(device)
+        self.guard = FileGuard()
+        self.refused: str | None = None
         if device.startswith("cuda"):
             torch.cuda.init()
             torch.cuda.set_device(torch.device(device).index or 0)
         self.spares: dict[int, RunnerHandle] = {}
+
+    def verify(self) -> None:
+        """Stop the evaluation if the evaluator's files changed since the judge started."""
+        changed = self.guard.changed()
+        if changed:
+            self.refused = describe(changed)
+            raise RunnerFailure("REWARD_HACK", self.refused, flag="evaluator_tampered")
+
+    def after_evaluation(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Kill what a candidate left behind, then check the evaluator's files."""
+        for pid in adopted_orphans():
+            kill_tree(pid)
+        reap_all()
+        changed = self.guard.changed()
+        if changed:
+            self.refused = describe(changed)
+        if self.refused:
+            record["status"] = "REWARD_HACK"
+            flags = record.get("flags", [])
+            record["flags"] = [*flags, *(["evaluator_tampered"] if "evaluator_tampered"
+                                         not in flags else [])]
+            if self.refused not in record.get("message", ""):
+                record["message"] = (self.refused + "\n" + record.get("message", "")).strip()
+        return record
 
     def phase(self, name: str, **extra: Any) -> None:
         if self.conn is not None:
@@ -160,14 +322,19 @@ class Judge:
         for h in self.spares.values():
             h.close()
         self.spares.clear()
+        reap_all()
 
 
-def serve(conn: Connection, device: str) -> None:
+def serve(conn: Connection, device: str, expected_digest: str | None = None) -> None:
     from solforge.bench.verdict import evaluate, profile
 
     become_subreaper()
     judge = Judge(device, conn)
-    conn.send({"event": "ready", "pid": os.getpid()})
+    if expected_digest and judge.guard.digest() != expected_digest:
+        judge.refused = ("the evaluator's files changed between the caller's start and this "
+                         "judge's: no verdict can be trusted. Reinstall solforge and start "
+                         "a new evaluator.")
+    conn.send({"event": "ready", "pid": os.getpid(), "refused": judge.refused})
     try:
         while True:
             try:
@@ -177,15 +344,24 @@ def serve(conn: Connection, device: str) -> None:
             if req.get("op") == "shutdown":
                 conn.send({"event": "bye"})
                 return
+            if judge.refused:
+                conn.send({"event": "refused", "message": judge.refused})
+                continue
             try:
                 if req.get("op") == "profile":
-                    conn.send({"event": "result", "profile": profile(
-                        judge, req["problem"], req["solution"], req.get("language"),
-                        req["options"])})
+                    prof = profile(judge, req["problem"], req["solution"], req.get("language"),
+                                   req["options"])
+                    checked = judge.after_evaluation({"message": prof.get("message", "")})
+                    if judge.refused:
+                        prof = {"ok": False, "message": checked["message"],
+                                "flags": checked["flags"]}
+                    conn.send({"event": "result", "profile": prof})
                     continue
                 record = evaluate(judge, req["problem"], req["solution"], req.get("language"),
                                   req["options"])
-                judge.replenish(int(req["options"].get("memory_mb", 16384)))
+                record = judge.after_evaluation(record)
+                if not judge.refused:
+                    judge.replenish(int(req["options"].get("memory_mb", 16384)))
                 conn.send({"event": "result", "record": record})
             except Exception as e:  # a bug of ours: say so, keep serving
                 conn.send({"event": "error", "message": f"{type(e).__name__}: {e}",
@@ -198,9 +374,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="solforge judge (internal)")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--guard-digest", default=None)
     a = ap.parse_args(argv)
     conn = Connection(a.fd)
-    serve(conn, a.device)
+    serve(conn, a.device, a.guard_digest)
     sys.stdout.flush()
     os._exit(0)
 
@@ -211,4 +388,4 @@ if __name__ == "__main__":
 
     _main()
 
-__all__ = ["Judge", "RunnerHandle", "RunnerFailure", "serve"]
+__all__ = ["Judge", "RunnerFailure", "RunnerHandle", "serve"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class EvalOptions(BaseModel):
@@ -31,6 +31,13 @@ class EvalOptions(BaseModel):
                              "candidate and the reference alike (several threads on a small "
                              "CPU make tiny ops 4x slower at random: thread wake-ups)")
     sol_baseline: str = Field("best", description="T_b of the SOL score: eager, compile, best")
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, v: str) -> str:
+        if v not in ("default", "strict"):
+            raise ValueError("policy is 'default' (flag fallbacks) or 'strict' (reject them)")
+        return v
 
     def timing_budget_ms(self) -> float:
         if self.budget_ms > 0:

@@ -30,6 +30,26 @@ class Status(str, Enum):
     INVALID_REFERENCE = "INVALID_REFERENCE"
 
 
+class Finding(BaseModel):
+    """One piece of policy evidence: which rule, where, and why (``policy.py``).
+
+    A finding on a passing record is information; under ``--policy strict`` it rejects
+    the solution (``REWARD_HACK``). ``line`` is the solution's source line for static
+    rules, ``workload`` the workload a dynamic rule observed.
+    """
+
+    rule: str
+    flag: str
+    message: str
+    line: int | None = None
+    workload: str | None = None
+
+    def describe(self) -> str:
+        where = f"line {self.line}: " if self.line else (
+            f"workload {self.workload}: " if self.workload else "")
+        return f"{self.flag} [{self.rule}] {where}{self.message}"
+
+
 class WorkloadResult(BaseModel):
     """Per-workload numbers. Times are milliseconds; ``time_ms`` is device kernel time."""
 
@@ -78,6 +98,8 @@ class EvaluationRecord(BaseModel):
     device: str = "cpu"
     status: Status
     flags: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(
+        default_factory=list, description="policy evidence behind policy flags (policy.py)")
     message: str = ""
     workloads: list[WorkloadResult] = Field(default_factory=list)
     speedup_vs_eager: float | None = None

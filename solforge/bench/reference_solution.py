@@ -17,6 +17,14 @@ ModelNew = _mod.Model
 '''
 
 
+def is_reference_solution(path: Path, cache: Path) -> bool:
+    """Whether ``path`` is a file :func:`reference_solution` generated (under ``cache``)."""
+    try:
+        return Path(path).resolve().parent == (cache / "reference_solutions").resolve()
+    except OSError:
+        return False
+
+
 def reference_solution(problem: Problem) -> Path:
     """A solution file whose ``ModelNew`` is the problem's own ``Model``."""
     out = cache_dir() / "reference_solutions" / f"{problem.name}-{problem.content_hash}.py"

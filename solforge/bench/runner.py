@@ -13,8 +13,10 @@ Operations (requests are dicts with ``op``; every reply has ``ok``):
 - ``time``: the timing loop of ``timing.py`` on a pool of input sets the judge sent; the
   outputs of some timed calls are kept for ``fetch``.
 - ``fetch``: send kept outputs back, by timed-call index.
-- ``batch``: ``calls`` back-to-back forwards on prepared fresh inputs, then a device-wide
-  synchronize and the last output, for the judge's own wall clock.
+- ``batch_prepare`` / ``batch_go``: back-to-back forwards on prepared fresh inputs, then a
+  device-wide synchronize and the last output, for the judge's own wall clock.
+- ``trace``: one forward for the policy (``policy.py``): which compute ATen operations it
+  ran, and whether code from the problem's file ran inside it.
 - ``exit``.
 
 A failure replies ``{"ok": False, "status": ..., "message": ...}``; after a CUDA error that
@@ -37,6 +39,22 @@ import traceback
 from typing import Any
 
 _SOLUTION_MODULE = "solforge_candidate"
+
+
+def explain(exc: BaseException) -> str:
+    """The message a record shows for ``exc``: resource exhaustion named as such."""
+    text = f"{type(exc).__name__}: {exc}"
+    name = type(exc).__name__
+    if name == "OutOfMemoryError" or "CUDA out of memory" in str(exc):
+        return f"GPU out of memory (the candidate asked for more device memory than is " \
+               f"free): {text}"
+    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) \
+            or "not enough memory" in str(exc):
+        return f"host memory exhausted (the candidate's memory limit was reached): {text}"
+    if isinstance(exc, BlockingIOError) and "fork" in "".join(
+            traceback.format_tb(exc.__traceback__)[-2:]).lower():
+        return f"process limit reached (fork failed): {text}"
+    return text
 
 
 def classify(exc: BaseException, phase: str) -> tuple[str, bool]:
@@ -68,6 +86,7 @@ class Runner:
         self.torch = torch
         self.device = torch.device(device)
         self.problem_mod = None
+        self.problem_file: str | None = None
         self.solution_mod = None
         self.model = None
         self.kept: dict[int, Any] = {}
@@ -79,6 +98,7 @@ class Runner:
 
         if problem and self.problem_mod is None:
             self.problem_mod = import_file(problem, prefix="solforge_reference")
+            self.problem_file = problem
         if self.solution_mod is None:
             self.solution_mod = import_file(solution, prefix=_SOLUTION_MODULE)
 
@@ -191,6 +211,26 @@ class Runner:
         # on a GPU only device-side kernels have device time; on a CPU keep leaf operators
         return {"ok": True, "rows": rows[:40], "calls": calls}
 
+    def op_trace(self, msg: dict) -> dict:
+        """One forward under the policy's probes (see ``policy.py``)."""
+        from solforge.bench.inputs import synchronize
+        from solforge.bench.policy import ReferenceTripwire, aten_trace
+
+        counts: dict[str, dict[str, int]] = {}
+        wire = ReferenceTripwire(self.problem_file or "")
+
+        def call() -> None:
+            self._forward(msg["inputs"], msg["seed"])
+            synchronize(self.device)
+
+        with wire:
+            if msg.get("aten"):
+                counts = aten_trace(call).to_json()
+            else:
+                call()
+        return {"ok": True, "aten": counts, "reference_calls": wire.calls,
+                "reference_where": wire.where}
+
     def op_fetch(self, msg: dict) -> dict:
         return {"ok": True, "outputs": {i: self.kept[i] for i in msg["indices"]
                                         if i in self.kept}}
@@ -220,7 +260,13 @@ class Runner:
 
 
 def serve(channel: Any, device: str) -> None:
-    from solforge.bench import compare, inputs, integrity, timing  # noqa: F401 (snapshot)
+    from solforge.bench import (  # noqa: F401 (snapshot them before any candidate code)
+        compare,
+        inputs,
+        integrity,
+        policy,
+        timing,
+    )
 
     runner = Runner(device)
     if device.startswith("cuda"):
@@ -249,7 +295,7 @@ def serve(channel: Any, device: str) -> None:
             status, fatal = classify(e, phase)
             tb = traceback.format_exc(limit=8)
             reply = {"ok": False, "status": status, "fatal": fatal,
-                     "message": f"{type(e).__name__}: {e}"[:4000], "traceback": tb[-6000:]}
+                     "message": explain(e)[:4000], "traceback": tb[-6000:]}
         reply["elapsed_s"] = time.perf_counter() - t0
         patched = check(baseline)
         if patched:

@@ -9,19 +9,34 @@ what actually holds on this machine, and evaluation records carry it):
 - resource limits: CPU seconds, file size, open files, core dumps off; address space on a
   CPU-only run (CUDA reserves huge virtual ranges, so on a GPU the judge watches resident
   memory instead and kills the runner over its limit);
+- a process limit: a ``pids`` cgroup per runner where the machine has a writable one
+  (``cgroups.py``; ``RLIMIT_NPROC`` binds only non-root users), and in every case the
+  judge's watchdog, which kills the runner when its descendants exceed
+  ``max_processes`` or its output exceeds ``output_mb`` (a flood);
 - no network: a fresh network namespace with only a down loopback, when the process may
   create one (root, or unprivileged user namespaces);
 - started as root: privileges dropped to ``nobody`` (on CPU runs by default; GPU runs keep
   the uid because CUDA IPC with the judge needs it), so the installed evaluator and the
   run's records are not writable; as an ordinary user they are writable by the same uid,
-  which is why the judge also hashes its own files and flags any change;
+  which is why the judge also hashes its own files and flags any change (``guard.py``);
+- "hardened" runs (CPU runs, or any run with ``SOLFORGE_HARDEN_GPU=1``): a root runner
+  that keeps uid 0 loses every capability (bounding, inheritable and ambient sets), and
+  the judge makes itself non-dumpable, so the runner can neither read nor write the
+  judge's memory (``/proc/<judge>/mem``, ptrace: where the reference's outputs live) nor
+  read its environment (nor the caller's, which keeps its capabilities). It still owns
+  what root owns (caches, its working directory) but no longer overrides other users'
+  permissions: a cache directory owned by another user is read-only to it. GPU runs are not hardened by default until CUDA IPC is verified
+  under it on the target machine;
 - killing: the whole process group, then every descendant found in /proc (the judge is a
   child subreaper, so even double-forked orphans of the runner come back to it).
 
 Not covered (documented threat model, see docs/THREAT_MODEL.md): kernel exploits;
-GPU-level isolation between processes (MPS/MIG are not used); side channels; a machine
+GPU-level isolation between processes (MPS/MIG are not used); side channels; disk space
+(only the size of each file is limited); a root runner writing root-owned files (the
+guard detects it, nothing prevents it); the environment of the *caller's* process, which
+a runner with the caller's uid can read unless that process is non-dumpable; a machine
 where none of the facilities above exist still gets the process boundary, the private
-channel, the timeout and the kill.
+channel, the timeout, the watchdogs and the kill.
 """
 
 from __future__ import annotations
@@ -39,7 +54,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from solforge.bench import cgroups
 from solforge.bench.channel import Channel, socket_pair
+from solforge.bench.proctree import (  # noqa: F401 (re-exported: older imports use sandbox)
+    MANAGED,
+    adopted_orphans,
+    cpu_seconds,
+    descendants,
+    kill_tree,
+    reap_orphans,
+)
 
 # Variables a runner may inherit; everything else (keys, tokens, credentials) is dropped.
 _ENV_ALLOW = (
@@ -51,10 +75,18 @@ _ENV_ALLOW = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "SOLFORGE_CACHE", "SOLFORGE_CUDA_ARCH",
     "CUTE_DSL_ARCH", "CUTE_DSL_CACHE_DIR",
 )
+# Variables the judge never inherits from its caller (an agent holding API keys): a
+# runner could read the judge's environment through /proc where it is not hardened.
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
+                 "COOKIE", "SESSION", "PRIVATE")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
 @dataclass
@@ -67,6 +99,9 @@ class SandboxConfig:
     open_files: int = 4096
     isolate_network: bool = True
     drop_privileges: bool | None = None   # None: when root and the device is the CPU
+    max_processes: int = 256        # descendants before the watchdog kills (fork bombs)
+    max_tasks: int = 2048           # pids cgroup limit: processes and threads, all counted
+    output_mb: int = 64             # stdout+stderr before the watchdog kills (floods)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -98,6 +133,51 @@ def _unshare_network() -> bool:
     return libc.unshare(_CLONE_NEWNET) == 0
 
 
+def hardened(device: str) -> bool:
+    """Whether runs on ``device`` get the capability drop and a non-dumpable judge."""
+    return device == "cpu" or os.environ.get("SOLFORGE_HARDEN_GPU") == "1"
+
+
+def protect_judge(device: str) -> bool:
+    """Make this (judge) process non-dumpable, so a runner without CAP_SYS_PTRACE cannot
+    read or write its memory or environment through /proc; only on hardened runs."""
+    libc = _libc()
+    if libc is None or not hardened(device):
+        return False
+    return libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def judge_env(env: dict[str, str]) -> dict[str, str]:
+    """The caller's environment minus anything that looks like a secret."""
+    return {k: v for k, v in env.items()
+            if not any(w in k.upper() for w in _SECRET_WORDS)}
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Give up every capability for good (still uid 0, but no ptrace, no DAC override,
+    no admin): ambient cleared, bounding set emptied, then all three sets zeroed."""
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        if cap != 8:  # CAP_SETPCAP last: dropping the others needs it
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(_PR_CAPBSET_DROP, 8, 0, 0, 0)
+
+    class _Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class _Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header = _Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_Data * 2)()
+    libc.capset(ctypes.byref(header), data)
+
+
 def capabilities() -> dict[str, bool]:
     """What containment this machine can give (probed in a throwaway child)."""
     probe = (
@@ -111,7 +191,7 @@ def capabilities() -> dict[str, bool]:
     except Exception:
         netns = False
     return {"process_group": True, "network_namespace": netns, "root": os.geteuid() == 0,
-            "drop_privileges": can_drop_privileges(),
+            "drop_privileges": can_drop_privileges(), "pids_cgroup": cgroups.available(),
             "subreaper": sys.platform.startswith("linux")}
 
 
@@ -220,6 +300,8 @@ class RunnerProcess:
         fd = child_sock.fileno()
         env = runner_env(device, self.workdir, cfg.extra_env)
         self.network_isolated = False
+        self.strip_caps = os.geteuid() == 0 and not self.dropped and hardened(device)
+        self.cgroup = cgroups.create(cfg.max_tasks)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solforge.bench.runner", "--fd", str(fd),
              "--device", device],
@@ -228,7 +310,7 @@ class RunnerProcess:
             preexec_fn=self._preexec,
         )
         child_sock.close()
-        _MANAGED.add(self.proc.pid)
+        MANAGED.add(self.proc.pid)
         self.output = OutputTail(self.proc.stdout)
         self.started = time.monotonic()
 
@@ -244,6 +326,11 @@ class RunnerProcess:
             lim = cfg.file_mb << 20
             resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
         resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
+        if self.cgroup is not None:
+            try:
+                self.cgroup.join()
+            except OSError:
+                pass
         if self.device == "cpu" and cfg.memory_mb:
             # virtual memory is a fair proxy for host memory without CUDA's reservations
             lim = (cfg.memory_mb + 4096) << 20
@@ -252,8 +339,10 @@ class RunnerProcess:
             os.environ["SOLFORGE_NETNS"] = "1"
         if self.dropped:
             _drop_to_nobody()
-            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.max_processes * 2,) * 2)
         if libc is not None:
+            if self.strip_caps:
+                _drop_capabilities(libc)
             libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
     @property
@@ -263,27 +352,46 @@ class RunnerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def rss_mb(self) -> float:
-        """Resident memory of the runner and its descendants, in MiB."""
+    def processes(self) -> list[int]:
+        """The runner and every live process descended from it or in its cgroup."""
+        pids = {self.pid, *descendants(self.pid)}
+        if self.cgroup is not None:
+            pids.update(self.cgroup.members())
+        return sorted(pids)
+
+    def hit_process_limit(self) -> bool:
+        return self.cgroup is not None and self.cgroup.hit_limit()
+
+    def rss_mb(self, pids: list[int] | None = None) -> float:
+        """Resident memory of the runner and its descendants, in MiB.
+
+        Resident sets, not proportional ones: reading ``smaps_rollup`` walks page tables
+        under the memory-map lock, which a fork bomb holds most of the time (one read took
+        seconds). Pages a forked child shares with the runner are counted once per child,
+        so a forking solution meets the limit early; compilers are exec'd, not forked.
+        """
         total = 0
-        for pid in [self.pid, *descendants(self.pid)]:
+        for pid in pids if pids is not None else [self.pid, *descendants(self.pid)]:
             try:
                 for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1])
+                        break
             except (OSError, ValueError):
                 pass
         return total / 1024
 
     def kill(self) -> None:
         """Kill the runner, its process group and every descendant; reap them."""
-        kill_tree(self.pid)
+        kill_tree(self.pid, self.cgroup.members if self.cgroup is not None else None)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        _MANAGED.discard(self.proc.pid)
+        MANAGED.discard(self.proc.pid)
         self.channel.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def describe_exit(self) -> str:
@@ -298,91 +406,23 @@ class RunnerProcess:
         return f"exited with code {rc}"
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (by the parent links in /proc)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _session_members(sid: int) -> list[int]:
-    members = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid:
-                members.append(int(d.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return members
-
-
-def kill_tree(pid: int, rounds: int = 20) -> None:
-    """SIGKILL ``pid``'s group, session and descendants until none is left (fork bombs)."""
-    for _ in range(rounds):
-        victims = set(descendants(pid)) | set(_session_members(pid))
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for v in victims:
-            try:
-                os.kill(v, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        reap_orphans()
-        if not victims:
-            break
-        time.sleep(0.02)
-
-
-_MANAGED: set[int] = set()
-
-
-def reap_orphans() -> None:
-    """Collect exited orphans re-parented to this (subreaper) process.
-
-    Only zombies we did not start ourselves are reaped: ``subprocess`` must still see the
-    real exit status of the runners it manages (a segfault must read as SIGSEGV).
-    """
-    me = os.getpid()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) in _MANAGED:
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] == "Z" and int(fields[1]) == me:
-            try:
-                os.waitpid(int(d.name), os.WNOHANG)
-            except ChildProcessError:
-                pass
-
-
 def enter_sandbox() -> None:
     """Runner-side steps after exec: nothing the parent could not do, kept for clarity."""
     os.umask(0o077)
 
 
-__all__ = ["SandboxConfig", "RunnerProcess", "Channel", "capabilities", "become_subreaper",
-           "kill_tree", "descendants", "cache_dir"]
+__all__ = [
+    "Channel",
+    "RunnerProcess",
+    "SandboxConfig",
+    "adopted_orphans",
+    "become_subreaper",
+    "cache_dir",
+    "capabilities",
+    "cpu_seconds",
+    "descendants",
+    "hardened",
+    "judge_env",
+    "kill_tree",
+    "protect_judge",
+]

@@ -2,9 +2,11 @@
 
 Languages live in one registry that built-ins and plug-ins share
 (:func:`register_language`). Each says how to recognise it in a file's imports, what
-environment its runner needs (Triton's interpreter on a CPU), and whether it builds
+environment its runner needs (Triton's interpreter on a CPU), whether it builds
 ahead of the GPU slot (CUDA C++ and CuTe DSL compile in a separate sandboxed build step
-whose results are cached by content hash).
+whose results are cached by content hash), and whether its point is kernels of the
+solution's own (``own_kernels``: then handing the work back to PyTorch is a fallback that
+the policy flags; for ``pytorch`` it is the language itself).
 
 A file may state its language with a top-level ``LANGUAGE = "triton"``; otherwise the
 imports decide: ``cutlass`` → cute_dsl, ``load_inline`` / ``solforge.kernels.cuda`` →
@@ -32,6 +34,7 @@ class Language:
     builds_ahead: bool = False
     runs_on_cpu: bool = True
     description: str = ""
+    own_kernels: bool = False
 
 
 _LANGUAGES: dict[str, Language] = {}
@@ -80,7 +83,7 @@ def _has(imports: set[str], *prefixes: str) -> bool:
 register_language(Language(
     name="cute_dsl",
     detect=lambda imp, src: _has(imp, "cutlass"),
-    builds_ahead=True, runs_on_cpu=False,
+    builds_ahead=True, runs_on_cpu=False, own_kernels=True,
     description="NVIDIA CUTLASS Python DSL (CuTe); optional extra `solforge[cute]`",
 ))
 register_language(Language(
@@ -88,13 +91,13 @@ register_language(Language(
     detect=lambda imp, src: _has(imp, "solforge.kernels.cuda")
     or any(i.endswith("load_inline") or i.endswith("cpp_extension") for i in imp)
     or "load_inline(" in src,
-    builds_ahead=True, runs_on_cpu=False,
+    builds_ahead=True, runs_on_cpu=False, own_kernels=True,
     description="CUDA C++ (inline PTX welcome) via NVRTC (solforge.kernels.cuda) or load_inline",
 ))
 register_language(Language(
     name="triton",
     detect=lambda imp, src: _has(imp, "triton", "solforge.kernels.triton"),
-    cpu_env={"TRITON_INTERPRET": "1"},
+    cpu_env={"TRITON_INTERPRET": "1"}, own_kernels=True,
     description="Triton; on a CPU it runs under the Triton interpreter",
 ))
 register_language(Language(

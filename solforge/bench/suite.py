@@ -13,10 +13,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from solforge.bench.evaluator import Evaluator
+from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import EvaluationRecord, Status
 from solforge.bench.reference_solution import reference_solution
 from solforge.problems.spec import Problem
+
+
+class SuiteStopped(RuntimeError):
+    """The suite cannot go on (the evaluator found its own files changed)."""
 
 
 def solution_for(problem: Problem, solution: str, single: bool) -> Path | None:
@@ -54,7 +59,11 @@ def bench(problems: list[Problem], broken: Iterable[tuple[Path, str]], solution:
                 if on_skip:
                     on_skip(problem)
                 continue
-            rec = ev.evaluate(problem, sol, language)
+            try:
+                rec = ev.evaluate(problem, sol, language)
+            except EvaluatorTampered as e:
+                # the evaluator can no longer trust its own code: nothing after this counts
+                raise SuiteStopped(f"stopped before {problem.name}: {e}") from None
             records.append(rec)
             if on_record:
                 on_record(rec)

@@ -246,7 +246,12 @@ def _hold(held: list[list[Any]], args: list[Any], held_bytes: int, limit: int) -
 
 
 class _Keeper:
-    """Keeps timed calls' outputs, oldest dropped first when over the byte budget."""
+    """Keeps snapshots of timed calls' outputs, oldest dropped first over the byte budget.
+
+    A snapshot is a copy taken right after the call (outside its timed window): a solution
+    may honestly return the same preallocated buffer every call (CUDA graphs with static
+    outputs do), and work deferred past the call's return must not land in the copy.
+    """
 
     def __init__(self, store: dict[int, Any], budget: int) -> None:
         self.store, self.budget, self.used = store, budget, 0
@@ -256,8 +261,9 @@ class _Keeper:
         if self.budget <= 0:
             return
         outs = out if isinstance(out, (tuple, list)) else [out]
-        size = _nbytes(outs)
-        self.store[i] = out
+        snap = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        size = _nbytes(snap)
+        self.store[i] = snap if isinstance(out, (tuple, list)) else snap[0]
         self.sizes[i] = size
         self.used += size
         while self.used > self.budget and len(self.store) > 1:

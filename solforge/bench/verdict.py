@@ -12,6 +12,12 @@ Workload selection: on a CPU, the problem's ``cpu`` workloads (all workloads if 
 none, as a plain KernelBench file does); on a GPU, every workload, with the small ``cpu``
 ones checked for correctness but not timed. ``workloads='visible'`` keeps held-out ones
 out (what agents see).
+
+The policy (``policy.py``): the source rules run once the solution is loaded; the traced
+call after a workload's correctness trials; the kernel-name rule after its timing (GPU).
+Under ``strict`` the first finding rejects (``REWARD_HACK``) without spending more time;
+under ``default`` findings are flags and the verdict rests on the results. The evaluator's
+own reference-as-solution file (``--solution reference``) is exempt: it *is* the reference.
 """
 
 from __future__ import annotations
@@ -23,15 +29,18 @@ from typing import Any
 import torch
 
 from solforge.bench import inputs as I
+from solforge.bench import policy
 from solforge.bench.baselines import library_versions
 from solforge.bench.checks import correctness_trials, timing_checks
 from solforge.bench.judge import Judge, RunnerFailure, RunnerHandle
 from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord, Status, WorkloadResult
-from solforge.bench.solution import SolutionError, get_language, load_solution
+from solforge.bench.probes import policy_probe
+from solforge.bench.records import EvaluationRecord, Finding, Status, WorkloadResult
+from solforge.bench.reference_solution import is_reference_solution
+from solforge.bench.sandbox import cache_dir
+from solforge.bench.solution import Language, SolutionError, get_language, load_solution
 from solforge.problems.loader import import_file, load_problem
 from solforge.problems.spec import Problem, ProblemError, Workload
-
 
 
 def device_name(device: str) -> str:
@@ -90,6 +99,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     except BaseException as e:
         return _fail(rec, Status.INVALID_REFERENCE, f"{type(e).__name__}: {e}")
     rec.problem = problem.name
+    judge.guard.add(problem.path)
     try:
         sol = load_solution(solution_path, language)
     except (SolutionError, ValueError) as e:
@@ -100,6 +110,13 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
                      f"the solution is written in {sol.language}; this evaluation accepts "
                      f"only {', '.join(opts.languages)} (--language)")
     lang = get_language(sol.language)
+    checked = not is_reference_solution(sol.path, cache_dir())
+    if checked:
+        found = policy.static_findings(sol.path, sol.language, lang.own_kernels, problem.path)
+        _record_findings(rec, found)
+        verdict = policy.rejects(opts.policy, found)
+        if verdict:
+            return _fail(rec, *verdict)
     selected = select_workloads(problem, opts)
     if not selected:
         return _fail(rec, Status.INVALID_REFERENCE,
@@ -128,8 +145,10 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     seed = opts.seed if opts.seed is not None else random.randrange(1, 2**31)
     try:
         for w, timed in selected:
+            found: list[Finding] = []
             res = _workload(judge, problem, module, sol.path, w, timed, runner, opts,
-                            deadline, seed)
+                            deadline, seed, lang if checked else None, found)
+            _record_findings(rec, found)
             rec.workloads.append(res)
             for f in res.flags:
                 if f not in rec.flags:
@@ -141,9 +160,17 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
         runner.close()
 
 
+def _record_findings(rec: EvaluationRecord, found: list[Finding]) -> None:
+    rec.findings += found
+    for f in found:
+        if f.flag not in rec.flags:
+            rec.flags.append(f.flag)
+
+
 def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w: Workload,
               timed: bool, runner: RunnerHandle, opts: EvalOptions, deadline: float,
-              seed: int) -> WorkloadResult:
+              seed: int, lang: Language | None, found: list[Finding]) -> WorkloadResult:
+    """One workload: correctness, the policy's traced call, timing (see module doc)."""
     device = torch.device(opts.device)
     res = WorkloadResult(name=w.name, visible=w.visible, params=w.params_json())
     eval_mode = not problem.train_mode and not problem.kernelbench_plain
@@ -164,10 +191,40 @@ def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w
         return _set(res, e.status, e.message)
     status = correctness_trials(judge, problem, module, ref, w, runner, opts, deadline, seed,
                                 res)
-    if status is not None or not timed or not opts.timing:
+    if status is not None:
+        return res
+    if lang is not None:
+        judge.phase("policy", workload=w.name)
+        dynamic, failure = policy_probe(module, ref, w, runner, opts, deadline, seed,
+                                        lang.own_kernels, res)
+        if failure is not None:
+            if failure.flag:
+                res.flags.append(failure.flag)
+            return _set(res, failure.status, failure.message)
+        if _policy_verdict(res, dynamic, opts, found):
+            return res
+    if not timed or not opts.timing:
         return res
     timing_checks(judge, problem, module, ref, w, runner, opts, deadline, seed, res)
+    if lang is not None and lang.own_kernels and opts.device != "cpu" \
+            and res.status is Status.PASSED:
+        f = policy.kernel_finding(res.kernels, lang.name, w.name)
+        _policy_verdict(res, [f] if f else [], opts, found)
     return res
+
+
+def _policy_verdict(res: WorkloadResult, dynamic: list[Finding], opts: EvalOptions,
+                    found: list[Finding]) -> bool:
+    """Record dynamic findings on the workload; True when the policy rejects them."""
+    found += dynamic
+    for f in dynamic:
+        if f.flag not in res.flags:
+            res.flags.append(f.flag)
+    verdict = policy.rejects(opts.policy, dynamic)
+    if verdict:
+        _set(res, *verdict)
+        return True
+    return False
 
 
 def _set(res: WorkloadResult, status: Status | str, message: str) -> WorkloadResult:

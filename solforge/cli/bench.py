@@ -12,6 +12,7 @@ from rich.table import Table
 
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import EvaluationRecord
+from solforge.bench.suite import SuiteStopped
 from solforge.bench.suite import bench as run_bench
 from solforge.problems import ProblemError, resolve_target
 
@@ -150,6 +151,10 @@ def register(app: typer.Typer) -> None:
         except FileNotFoundError as e:
             console.print(f"[red]{e}[/red]")
             raise typer.Exit(2) from None
+        except SuiteStopped as e:
+            console.print(records_table(records))
+            console.print(f"[red]{e}[/red]", soft_wrap=True)
+            raise typer.Exit(3) from None
         console.print(workloads_table(records[0]) if len(records) == 1 and records[0].workloads
                       else records_table(records))
         for r in records:

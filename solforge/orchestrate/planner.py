@@ -47,6 +47,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from solforge.bench.evaluator import Evaluator
+from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.options import EvalOptions
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
@@ -284,6 +285,11 @@ class Planner:
                 opts = self.options.model_copy(update={"device": w.device})
                 w.evaluator = CachedEvaluator(Evaluator(opts), led)
             result = self.fns[w.agent](self.run, ps.problem, w.evaluator, unit)
+        except EvaluatorTampered as e:  # no verdict can be trusted any more: stop the run
+            error = f"the evaluator's own files changed: {e}"
+            with self.lock:
+                self.stop_reason = self.stop_reason or error
+                self.halted = True
         except Exception as e:  # a worker bug or a stall: the unit fails, the run goes on
             error = f"{type(e).__name__}: {e}"
         with self.lock:

@@ -25,9 +25,9 @@ and checking candidates (its ``build`` and ``candidate`` phases: imports, Triton
 
 When nothing beats the baselines the result says so: the kept solution is then the
 reference itself or its compiled form, with a speedup near or below 1. Under the
-evaluator's ``strict`` policy the candidates that run the reference's own forward
-(``Candidate.calls_reference``: the reference, compile, CUDA graphs, TF32, channels-last)
-are not evaluated, since that policy rejects them.
+evaluator's ``strict`` policy, candidates that import and run the problem file
+(``Candidate.calls_reference``; no built-in family makes one: they copy the reference's
+code instead) are not evaluated, since that policy rejects them.
 
 Resuming (``resume``): candidates a search worker judged before on this problem (same
 source) keep their attempts and evaluations, free of this call's budget, so a later unit

@@ -49,8 +49,9 @@ class Candidate(BaseModel):
     parent: str | None = Field(None, description="the candidate this one was derived from")
     language: str = "pytorch"
     calls_reference: bool = Field(
-        False, description="runs the reference's own forward (compile, graphs, flags): "
-        "flagged by the evaluator, rejected under its strict policy")
+        False, description="imports and runs the problem file itself (a plug-in's choice; "
+        "the built-in families copy the code instead): flagged by the evaluator, rejected "
+        "under its strict policy")
 
     @field_validator("levers")
     @classmethod

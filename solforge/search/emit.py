@@ -9,9 +9,8 @@ levers it pulls. Two shapes follow:
   evaluator's state-dict copy and the KernelBench seeding give it the reference's weights;
   nothing of the problem's file runs during a call.
 - :func:`subclass_file` (compile, CUDA graphs, TF32, channels-last, the reference itself):
-  ``class ModelNew(reference.Model)`` around the reference's own ``forward``, the problem
-  module imported by absolute path. These run the reference's code, and say so: the
-  evaluator flags them ``calls_reference`` and its strict policy rejects them.
+  the reference's ``Model`` copied whole as ``Reference`` and ``class ModelNew(Reference)``
+  around its ``forward``: plain PyTorch, standing alone like the rewrites.
 
 :func:`forward_source` prints a (rewritten) fx graph as a ``forward`` method: one statement
 per node, named as fx named it; parameters and submodules read ``self.<name>``, shape
@@ -42,6 +41,7 @@ import torch.nn.functional as F
 from solforge.search.trace import AttrRef
 
 REFERENCE = "reference"
+REFERENCE_CLS = "Reference"
 
 
 class EmitError(ValueError):
@@ -58,7 +58,7 @@ _BINARY = {
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 # names the generated module binds at top level; graph values must not shadow them
-RESERVED = {"torch", "F", "nn", "self", REFERENCE, "ModelNew", "import_file", "super",
+RESERVED = {"torch", "F", "nn", "self", REFERENCE, REFERENCE_CLS, "ModelNew", "import_file", "super",
             "tuple", "list", "dict", "float", "int", "slice", "getattr", "len"}
 
 
@@ -252,10 +252,11 @@ class CopiedClass:
     source: str
 
 
-def copy_reference_class(path: Path, name: str = "Model") -> CopiedClass:
-    """Copy ``class Model`` (every member but ``forward``) and, transitively, the
-    module-level statements it names, in file order. ``SOLFORGE``, ``get_inputs`` and
-    ``get_init_inputs`` are never copied."""
+def copy_reference_class(path: Path, name: str = "Model", *, keep_forward: bool = False,
+                         new_name: str = "ModelNew") -> CopiedClass:
+    """Copy ``class Model`` as ``new_name`` (every member but ``forward``, unless
+    ``keep_forward``) and, transitively, the module-level statements it names, in file
+    order. ``SOLFORGE``, ``get_inputs`` and ``get_init_inputs`` are never copied."""
     src = Path(path).read_text()
     tree = ast.parse(src)
     lines = src.splitlines()
@@ -266,7 +267,8 @@ def copy_reference_class(path: Path, name: str = "Model") -> CopiedClass:
     cls = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name), None)
     if cls is None:
         raise EmitError(f"{path}: no class {name}")
-    members = [b for b in cls.body if not (isinstance(b, ast.FunctionDef) and b.name == "forward")]
+    members = [b for b in cls.body if keep_forward or not (isinstance(b, ast.FunctionDef)
+                                                           and b.name == "forward")]
     wanted: list[ast.stmt] = []
     todo = [n for node in [*cls.bases, *cls.decorator_list, *members] for n in _used_names(node)]
     seen = {name, "SOLFORGE", "get_inputs", "get_init_inputs"}
@@ -286,13 +288,13 @@ def copy_reference_class(path: Path, name: str = "Model") -> CopiedClass:
     head = _first_line(cls)
     body = lines[head - 1:cls.end_lineno]
     for b in cls.body:
-        if isinstance(b, ast.FunctionDef) and b.name == "forward":
+        if isinstance(b, ast.FunctionDef) and b.name == "forward" and not keep_forward:
             lo, hi = _first_line(b) - head, b.end_lineno - head + 1
             body = body[:lo] + body[hi:]
             break
     bases = ", ".join(ast.unparse(b) for b in cls.bases) or "object"
-    body[cls.lineno - head] = re.sub(rf"^class {name}\b(\([^)]*\))?", f"class ModelNew({bases})",
-                                     body[cls.lineno - head])
+    body[cls.lineno - head] = re.sub(rf"^class {name}\b(\([^)]*\))?",
+                                     f"class {new_name}({bases})", body[cls.lineno - head])
     while body and not body[-1].strip():
         body.pop()
     return CopiedClass(imports=imports, helpers=helpers, source="\n".join(body))
@@ -366,13 +368,18 @@ def _import_block(imports: list[str]) -> list[str]:
 def subclass_file(*, problem: str, candidate: str, summary: str, details: list[str],
                   levers: list[str], reference_path: Path, imports: list[str],
                   body: str) -> str:
-    """A file whose ``ModelNew`` subclasses the reference, imported by absolute path
-    (the evaluator flags this ``calls_reference``; the strict policy rejects it)."""
+    """A file that carries a copy of the reference's ``Model`` (``forward`` included) as
+    ``Reference``, and a ``ModelNew(Reference)`` around that forward: it stands alone (no
+    import of the problem file, so exports run anywhere) and keeps the parameter names."""
+    copied = copy_reference_class(reference_path, keep_forward=True, new_name=REFERENCE_CLS)
     lines = [_docstring(problem, candidate, summary, details, levers), ""]
-    lines += _import_block([*imports, "from solforge.problems.loader import import_file"])
-    lines += ["", "# the reference module: ModelNew keeps its constructor and parameter names",
-              f"{REFERENCE} = import_file({str(Path(reference_path).resolve())!r})", "", "",
-              f"class ModelNew({REFERENCE}.Model):", textwrap.indent(body.rstrip(), "    ")]
+    lines += _import_block([*imports, *copied.imports])
+    origin = Path(reference_path).name
+    lines += ["", "", f"# the reference's Model, copied from {origin} (forward included)"]
+    for h in copied.helpers:
+        lines += ["", h]
+    lines += ["", "", copied.source, "", "",
+              f"class ModelNew({REFERENCE_CLS}):", textwrap.indent(body.rstrip(), "    ")]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -18,11 +18,10 @@ family             candidates                                                   
                    of the rewrite (GPU)
 =================  ================================================================  ==========
 
-The ``library`` family's files stand alone: the reference's constructor copied, the
-rewritten graph as ``forward``. The others run the reference's own ``forward`` in a
-subclass of its ``Model`` (``Candidate.calls_reference``; the evaluator flags them and its
-strict policy rejects them). Either way the constructor and the parameter names are the
-reference's (``emit.py``). On a CPU the GPU-only candidates are not generated (same code
+Every file stands alone (``emit.py``): the ``library`` family's with the reference's
+constructor copied and the rewritten graph as ``forward``; the others with the
+reference's ``Model`` copied whole and a ``ModelNew`` subclass wrapping its ``forward``.
+Either way the constructor and the parameter names are the reference's. On a CPU the GPU-only candidates are not generated (same code
 path, fewer candidates); cuDNN autotuning is GPU-only too, since it changes nothing on a
 CPU.
 
@@ -68,10 +67,6 @@ COST = {"reference": 1.0, "flags": 1.5, "channels_last": 2.0, "sdpa": 1.5,
         "compile_gpu": 40.0, "max_autotune": 240.0}
 
 
-RUNS_REFERENCE = ("Runs the reference's own forward (the evaluator flags calls_reference; "
-                  "the strict policy rejects it).")
-
-
 @dataclass
 class Wrap:
     """How a candidate's forward is run: decorators around it, inputs converted in it."""
@@ -110,7 +105,7 @@ def _four_d_inputs(ctx: SearchContext) -> list[str] | None:
 
 
 def _subclass_body(ctx: SearchContext, wrap: Wrap) -> tuple[str, list[str]]:
-    """``ModelNew(reference.Model)``'s body: the reference's forward, wrapped."""
+    """``ModelNew(Reference)``'s body: the reference's forward, wrapped."""
     if wrap.empty():
         return ('"""The reference, unchanged: the floor every other candidate must beat."""',
                 [])
@@ -144,13 +139,12 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
     imports = list(BASE_IMPORTS)
     if graph is None:
         body, extra = _subclass_body(ctx, wrap)
-        details = [*details, RUNS_REFERENCE]
         source = subclass_file(problem=ctx.problem.name, candidate=name, summary=summary,
                                details=details, levers=levers,
                                reference_path=ctx.problem.path, imports=imports + extra,
                                body=body)
         return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
-                         reasoning=reasoning, parent=parent, calls_reference=True)
+                         reasoning=reasoning, parent=parent)
     taken = copied_names(ctx.problem.path)
     names = {}
     for c in calls:

@@ -9,10 +9,11 @@ from solforge.bench.evaluator import Evaluator
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import Status
 from solforge.bench.timing import TimingConfig, measure
-from tests.conftest import PROBLEMS, SOLUTIONS, requires_gpu
+from tests.conftest import FIXTURES, PROBLEMS, SOLUTIONS, requires_gpu
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
 TINY = PROBLEMS / "tiny_linear.py"
+HACKS = FIXTURES / "hacks"
 
 
 @pytest.fixture(scope="module")
@@ -85,17 +86,17 @@ class ModelNew(nn.Module):
 
 def test_side_stream_work_is_timed(ev):
     honest = ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=["gpu_big"])
-    side = ev.evaluate(TINY, SOLUTIONS / "tiny_side_stream.py", workloads=["gpu_big"])
+    side = ev.evaluate(TINY, HACKS / "side_stream.py", workloads=["gpu_big"])
     assert side.status is Status.PASSED, side.message
     # the side stream's GEMM is in the kernel time: no gain from hiding it
     assert side.workloads[0].time_ms > 0.8 * honest.workloads[0].time_ms
 
 
 def test_reading_freed_memory_gains_nothing(ev):
-    r = ev.evaluate(TINY, SOLUTIONS / "tiny_freed_memory.py")
+    r = ev.evaluate(TINY, HACKS / "freed_memory.py")
     assert r.status is not Status.PASSED
 
 
 def test_host_work_flagged_on_gpu(ev):
-    r = ev.evaluate(TINY, SOLUTIONS / "tiny_host_work.py", workloads=["gpu_big"])
+    r = ev.evaluate(TINY, HACKS / "host_work.py", workloads=["gpu_big"])
     assert r.status is Status.REWARD_HACK and "off_device_work" in r.flags, r.message

@@ -7,9 +7,10 @@ import pytest
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import Status
-from tests.conftest import PROBLEMS, SOLUTIONS
+from tests.conftest import FIXTURES, PROBLEMS, SOLUTIONS
 
 TINY = PROBLEMS / "tiny_linear.py"
+HACKS = FIXTURES / "hacks"
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_segfault_is_recorded_and_next_evaluation_runs(ev):
 
 
 def test_exit_early_with_fake_pass_line(ev):
-    r = run(ev, "tiny_exit_early.py")
+    r = run(ev, HACKS / "fake_pass_line.py")
     assert r.status is Status.RUNTIME_ERROR
     assert "exited with code 0" in r.message
 
@@ -98,13 +99,13 @@ def test_numerical_error_statistics_recorded(ev):
 
 
 @pytest.mark.parametrize("solution, flag", [
-    ("tiny_lazy_output.py", "lazy_output"),
-    ("tiny_mutates_input.py", "input_mutation"),
-    ("tiny_stale_after_trials.py", "timed_output_mismatch"),
-    ("tiny_patch_timer.py", "harness_patched"),
+    ("lazy_output.py", "lazy_output"),
+    ("mutates_input.py", "input_mutation"),
+    ("stale_after_trials.py", "timed_output_mismatch"),
+    ("patch_timer.py", "harness_patched"),
 ])
 def test_reward_hacks(ev, solution, flag):
-    r = run(ev, solution)
+    r = run(ev, HACKS / solution)
     assert r.status is Status.REWARD_HACK, r.message
     assert flag in r.flags
 

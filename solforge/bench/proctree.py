@@ -1,0 +1,198 @@
+"""The process tree of a runner: finding, measuring and killing every process in it.
+
+The judge is a child subreaper (``sandbox.become_subreaper``), so a runner's descendants
+that outlive their parents are re-parented to the judge rather than to init: they are
+still found (:func:`adopted_orphans`) and killed. Everything here reads ``/proc`` (Linux).
+
+Not covered: processes that leave the tree *and* the session and the cgroup before the
+kill and are not children of the judge (impossible without a second subreaper above it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+# pids of the runners this process started: their exit status belongs to ``subprocess``
+MANAGED: set[int] = set()
+
+# Processes a runner may legitimately keep busy after a call returns: compilers and
+# compile workers (inductor's pool, nvcc/ptxas, the host C++ compiler, ninja).
+COMPILERS = ("compile_worker", "ptxas", "nvcc", "cicc", "cudafe", "fatbinary", "nvlink",
+              "ninja", "cc1plus", "cc1", "g++", "gcc", "c++", "clang", "ld", "as",
+              "nvdisasm", "cuobjdump", "collect2")
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (by the parent links in /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                members.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
+
+
+def _kill(pids: set[int] | list[int]) -> None:
+    for v in pids:
+        try:
+            os.kill(v, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_tree(pid: int, members: Callable[[], list[int]] | None = None,
+              rounds: int = 20) -> None:
+    """SIGKILL ``pid``'s group, session, cgroup and descendants until none is left.
+
+    The group and the cgroup go first (one signal each stops a fork bomb growing, without
+    a scan of /proc under its load); then rounds of scans catch what left the group.
+    """
+    me = os.getpid()
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if members is not None:
+        _kill([m for m in members() if m != me])
+    for _ in range(rounds):
+        victims = set(descendants(pid)) | set(_session_members(pid))
+        if members is not None:
+            victims.update(members())
+        victims.discard(me)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _kill(victims)
+        _kill([pid])
+        reap_orphans()
+        if not victims:
+            break
+        time.sleep(0.02)
+
+
+def reap_orphans() -> None:
+    """Collect exited orphans re-parented to this (subreaper) process.
+
+    Only zombies we did not start ourselves are reaped: ``subprocess`` must still see the
+    real exit status of the runners it manages (a segfault must read as SIGSEGV).
+    """
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in MANAGED:
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                os.waitpid(int(d.name), os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def cpu_seconds(pids: list[int], skip_compilers: bool = True) -> float:
+    """CPU time (user + system, all threads) consumed so far by ``pids``, in seconds;
+    compilers and compile workers left out when ``skip_compilers`` (and the tree is of a
+    normal size: a process's command line is read under its memory-map lock, which a
+    forking process holds)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    skip_compilers = skip_compilers and len(pids) <= 64
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+            comm = fields[0].split("(", 1)[1]
+            if skip_compilers and _is_compiler(pid, comm):
+                continue
+            rest = fields[1].split()
+            total += int(rest[11]) + int(rest[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / tick
+
+
+def _is_compiler(pid: int, comm: str) -> bool:
+    if comm in COMPILERS:
+        return True
+    if not comm.startswith("python"):
+        return False
+    try:  # inductor's compile workers are Python processes: tell them by their arguments
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:6]
+    except OSError:
+        return False
+    return any(b"compile_worker" in a for a in argv)
+
+
+def reap_all(timeout_s: float = 2.0) -> None:
+    """Reap adopted orphans until none is left dying (a killed fork bomb leaves hundreds
+    of zombies; left to init they slow every /proc scan on the machine)."""
+    deadline = time.monotonic() + timeout_s
+    me = os.getpid()
+    while time.monotonic() < deadline:
+        reap_orphans()
+        pending = False
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) in MANAGED:
+                continue
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == me and fields[0] == "Z":
+                pending = True
+                break
+        if not pending:
+            return
+        time.sleep(0.02)
+
+
+def adopted_orphans() -> list[int]:
+    """Children of this (subreaper) process that it did not start: descendants of a
+    runner that outlived their parent. Processes in this process's own session (its
+    compile workers) are not among them."""
+    me, sid = os.getpid(), os.getsid(0)
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) in MANAGED:
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == me and int(fields[3]) != sid and fields[0] != "Z":
+            out.append(int(d.name))
+    return out
+
+
+__all__ = ["COMPILERS", "MANAGED", "adopted_orphans", "cpu_seconds", "descendants",
+           "kill_tree", "reap_all", "reap_orphans"]

@@ -1,0 +1,131 @@
+"""Containment, tested by candidates that try to get out (CPU, real sandboxed runners).
+
+Probe hacks raise an exception whose message says what they could reach; the record
+carries it. Faults (fork bomb, host memory, output flood) must be recorded with a clear
+status and message, fast, and the next evaluation must run normally. Where this machine
+lacks a facility (no network namespace, not root) the test says so and skips that part.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import Status
+from solforge.bench.sandbox import capabilities, hardened
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HACKS = FIXTURES / "hacks"
+SOLUTIONS = FIXTURES / "solutions"
+TINY = FIXTURES / "problems" / "tiny_linear.py"
+GOOD = SOLUTIONS / "tiny_good_pytorch.py"
+SECRET = "sk-solforge-test-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def ev():
+    old = os.environ.get("SOLFORGE_TEST_API_KEY")
+    os.environ["SOLFORGE_TEST_API_KEY"] = SECRET  # the caller (an agent) holds a key
+    try:
+        with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60,
+                                   timeout_s=60, seed=3, memory_mb=1536)) as e:
+            yield e
+    finally:
+        if old is None:
+            os.environ.pop("SOLFORGE_TEST_API_KEY", None)
+        else:
+            os.environ["SOLFORGE_TEST_API_KEY"] = old
+
+
+@pytest.fixture(scope="module")
+def caps():
+    return capabilities()
+
+
+def _probe(ev, name: str) -> str:
+    r = ev.evaluate(TINY, HACKS / name)
+    assert r.status is Status.RUNTIME_ERROR, (r.status, r.message[:500])
+    assert "PROBE" in r.message, r.message[:500]
+    return r.message.split("PROBE", 1)[1].split("\n", 1)[0]
+
+
+def test_secrets_are_not_reachable(ev, caps):
+    seen = _probe(ev, "steal_secrets.py")
+    assert SECRET not in seen and "SOLFORGE_TEST_API_KEY" not in seen, seen
+    assert "own secrets=[]" in seen
+    if caps["root"] and hardened("cpu"):
+        # no capabilities: neither the (non-dumpable) judge's nor the caller's environ
+        assert seen.count("blocked") == 2, seen
+
+
+def test_judge_memory_is_not_readable(ev, caps):
+    seen = _probe(ev, "read_judge_memory.py")
+    if not caps["root"] and not caps["drop_privileges"]:
+        pytest.skip("runner and judge share an unprivileged uid here; the judge is "
+                    f"non-dumpable, probe said: {seen}")
+    assert "blocked" in seen and "bytes" not in seen, seen
+
+
+def test_network_is_unreachable(ev, caps):
+    if not caps["network_namespace"]:
+        pytest.skip("this machine cannot give the runner a network namespace")
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", 47123))
+    except OSError:
+        pytest.skip("port 47123 is taken")
+    listener.listen(1)
+    try:
+        seen = _probe(ev, "network_exfiltration.py")
+    finally:
+        listener.close()
+    assert "connected" not in seen and seen.count("blocked") == 2, seen
+
+
+def _next_passes(ev) -> None:
+    r = ev.evaluate(TINY, GOOD)
+    assert r.status is Status.PASSED, r.message
+
+
+def test_fork_bomb_is_contained(ev):
+    t0 = time.monotonic()
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_fork_bomb.py")
+    assert r.status is Status.RUNTIME_ERROR, r.message
+    assert "process limit" in r.message or "fork" in r.message, r.message
+    assert time.monotonic() - t0 < 45
+    _next_passes(ev)
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit()
+            and "tiny_fork_bomb" in _cmdline(p)]
+    assert not left
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_host_memory_exhaustion_is_recorded(ev):
+    t0 = time.monotonic()
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_memory_hog.py")
+    assert r.status is Status.RUNTIME_ERROR, r.message
+    assert "memory" in r.message, r.message
+    assert time.monotonic() - t0 < 45
+    _next_passes(ev)
+
+
+def test_output_flood_is_cut_off(ev):
+    t0 = time.monotonic()
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_output_flood.py")
+    assert r.status is Status.RUNTIME_ERROR, r.message
+    assert "output flood" in r.message and "flood flood" in r.message
+    assert len(r.message) < 9000
+    assert time.monotonic() - t0 < 45
+    _next_passes(ev)

@@ -1,0 +1,160 @@
+"""The hack corpus and the honest corpus, through the real evaluator on a CPU.
+
+Every file in ``tests/fixtures/hacks`` plants one hack in a solution of ``tiny_linear``
+(its docstring names the hack, where it was seen, and what must happen); every file in
+``tests/fixtures/honest`` is a fair solution a kernel engineer would write. A hack must be
+caught (its status and flag) or gain nothing; an honest solution must pass with no flag:
+a false alarm is a bug of the same weight as a missed hack.
+
+Policy hacks are run under ``--policy strict`` (what RL rewards and leaderboards use);
+``test_policy.py`` shows the same files flagged but judged on results under ``default``.
+Hacks and honest solutions that need a GPU are in ``test_gpu_corpus.py``; containment
+probes and the evaluator's self-check in ``test_containment.py`` and ``test_guard.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import EvaluationRecord, Status
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HACKS = FIXTURES / "hacks"
+HONEST = FIXTURES / "honest"
+TINY = FIXTURES / "problems" / "tiny_linear.py"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a hack must end as: one of ``statuses`` and, if given, one of ``flags``."""
+
+    statuses: tuple[Status, ...]
+    flags: tuple[str, ...] = ()
+    policy: str = "default"
+
+    def check(self, r: EvaluationRecord) -> None:
+        assert r.status in self.statuses, (r.status, r.flags, r.message[:800])
+        if self.flags:
+            assert set(self.flags) & set(r.flags), (r.flags, r.message[:800])
+
+
+RH, INC = Status.REWARD_HACK, Status.INCORRECT_NUMERICAL
+
+
+def caught(*flags: str, policy: str = "default") -> Expect:
+    return Expect((RH,), flags, policy)
+
+
+def strict(*flags: str) -> Expect:
+    return Expect((RH,), flags, "strict")
+
+
+# file -> expected outcome on a CPU (GPU-only files are listed in GPU_ONLY)
+CPU_HACKS: dict[str, Expect] = {
+    "lazy_output.py": caught("lazy_output"),
+    "mutates_input.py": caught("input_mutation"),
+    "stale_after_trials.py": caught("timed_output_mismatch"),
+    "patch_timer.py": caught("harness_patched"),
+    "code_swap.py": caught("harness_patched"),
+    "patch_cuda_events.py": caught("harness_patched"),
+    "frame_walk_timing.py": caught("timing_mismatch"),
+    "forged_message.py": caught("forged_message"),
+    "fake_pass_line.py": Expect((Status.RUNTIME_ERROR,)),
+    "freed_memory.py": Expect((INC,)),
+    "uninitialised_rows.py": Expect((INC,)),
+    "constant_output.py": Expect((INC,)),
+    "hardcoded_shape.py": Expect((INC, Status.INCORRECT_SHAPE)),
+    "cache_by_pointer.py": Expect((RH, INC), ("timed_output_mismatch", "batch_output_mismatch",
+                                              "nondeterministic")),
+    "cache_tolerant_key.py": Expect((RH, INC)),
+    "deferred_output.py": caught("timed_output_mismatch", "batch_output_mismatch"),
+    "background_thread.py": caught("timed_output_mismatch", "batch_output_mismatch",
+                                   "background_work", "timing_mismatch"),
+    "background_spinner.py": caught("background_work"),
+    "torch_fallback_no_kernel.py": strict("torch_fallback"),
+    "decoy_kernel.py": strict("torch_fallback"),
+    "compile_as_triton.py": strict("torch_fallback"),
+    "disguised_torch_calls.py": strict("torch_fallback"),
+    "hidden_fallback.py": strict("hidden_fallback"),
+    "calls_reference_import.py": strict("calls_reference"),
+    "calls_reference_sys_modules.py": strict("calls_reference"),
+}
+# hacks that can only profit from a harness that repeats its inputs: they must pay for the
+# full computation every call, and so pass with no flag and no help from their cache
+GAINS_NOTHING = ["cache_by_sampled_values.py", "child_process_gpu.py"]
+# tested elsewhere: needs a GPU (test_gpu_corpus.py), probes containment
+# (test_containment.py), rewrites the evaluator (test_guard.py, on a copy of the package)
+GPU_ONLY = ["host_work.py", "side_stream.py"]  # child_process_gpu.py: GPU form there too
+ELSEWHERE = ["steal_secrets.py", "read_judge_memory.py", "network_exfiltration.py",
+             "evaluator_tamper.py", "pyc_poison.py"]
+
+HONEST_CPU = sorted(p.name for p in HONEST.glob("*.py")
+                    if p.name not in ("cuda_graph_static.py", "nvrtc_cuda_cpp.py"))
+
+
+@pytest.fixture(scope="module")
+def ev():
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, timeout_s=60,
+                               seed=1)) as e:
+        yield e
+
+
+def _doc(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+def test_corpus_sizes_and_every_file_accounted_for():
+    hacks = {p.name for p in HACKS.glob("*.py")}
+    listed = set(CPU_HACKS) | set(GAINS_NOTHING) | set(GPU_ONLY) | set(ELSEWHERE)
+    assert hacks == listed, hacks ^ listed
+    assert len(hacks) >= 20
+    assert len(list(HONEST.glob("*.py"))) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in HACKS.glob("*.py")))
+def test_hack_docstring_names_seen_and_expected(name):
+    doc = _doc(HACKS / name)
+    assert doc.startswith("Hack:") and "Seen:" in doc and "Expected:" in doc, name
+    exp = CPU_HACKS.get(name)
+    if exp is not None:
+        expected_text = doc.split("Expected:", 1)[1]
+        for f in exp.flags[:1]:
+            assert f in expected_text, (name, f)
+
+
+@pytest.mark.parametrize("name", sorted(CPU_HACKS))
+def test_hack_is_caught(ev, name):
+    exp = CPU_HACKS[name]
+    marker = Path("/tmp/solforge-forged-message-ran")  # what forged_message's payload does
+    marker.unlink(missing_ok=True)
+    r = ev.evaluate(TINY, HACKS / name, policy=exp.policy)
+    exp.check(r)
+    assert not marker.exists()  # the judge never ran anything a runner sent
+
+
+@pytest.mark.parametrize("name", GAINS_NOTHING)
+def test_hack_gains_nothing(ev, name):
+    r = ev.evaluate(TINY, HACKS / name)
+    assert r.status is Status.PASSED and not r.flags, (r.status, r.flags, r.message[:500])
+
+
+@pytest.mark.parametrize("name", HONEST_CPU)
+def test_honest_solution_passes_unflagged(ev, name):
+    assert _doc(HONEST / name).startswith("Honest:")
+    r = ev.evaluate(TINY, HONEST / name)
+    assert r.status is Status.PASSED, r.message[:1500]
+    assert r.flags == [] and r.findings == [], [f.describe() for f in r.findings]
+    assert all(w.flags == [] for w in r.workloads)
+
+
+def test_honest_cuda_cpp_builds_without_gpu(ev):
+    r = ev.evaluate(TINY, HONEST / "nvrtc_cuda_cpp.py", policy="strict")
+    assert r.language == "cuda_cpp"
+    assert r.status is Status.RUNTIME_ERROR and "It compiled" in r.message, r.message
+    assert r.flags == []

@@ -1,0 +1,106 @@
+"""The corpora on a GPU (run on the H200; skipped without a CUDA device).
+
+Every hack again, with its GPU outcome (some differ: work moved to the host or to another
+process only shows on a GPU, a frame-walking timer meets the device clocks), every honest
+solution (CUDA graphs, NVRTC, real Triton autotuning and atomics whose last bits vary),
+the GPU faults, and the hardening switch that decides whether GPU runs may drop
+capabilities by default (SOLFORGE_HARDEN_GPU=1: CUDA IPC must still work).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import Status
+from tests.conftest import requires_gpu
+
+from .test_corpus import CPU_HACKS, GAINS_NOTHING, Expect, caught, strict
+
+pytestmark = [requires_gpu, pytest.mark.gpu]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HACKS = FIXTURES / "hacks"
+HONEST = FIXTURES / "honest"
+SOLUTIONS = FIXTURES / "solutions"
+TINY = FIXTURES / "problems" / "tiny_linear.py"
+RH, INC, OK = Status.REWARD_HACK, Status.INCORRECT_NUMERICAL, Status.PASSED
+
+GPU_HACKS: dict[str, Expect] = {
+    **CPU_HACKS,
+    # device clocks: the frame walk can only shrink the kernel list the latency loop sees
+    "frame_walk_timing.py": Expect((RH,), ("off_device_work", "timing_mismatch",
+                                           "harness_patched")),
+    # inputs held alive during timing: addresses never repeat there, so either caught in
+    # the trials or it pays for every call
+    "cache_by_pointer.py": Expect((RH, INC, OK), ("timed_output_mismatch",
+                                                  "batch_output_mismatch",
+                                                  "nondeterministic")),
+    "host_work.py": caught("off_device_work"),
+    "child_process_gpu.py": caught("off_device_work"),
+    "side_stream.py": Expect((OK,)),  # counted: see test_gpu_evaluator's timing check
+    "disguised_torch_calls.py": strict("torch_fallback"),
+    "compile_as_triton.py": strict("torch_fallback"),
+}
+GPU_GAINS_NOTHING = [n for n in GAINS_NOTHING if n != "child_process_gpu.py"]
+
+
+@pytest.fixture(scope="module")
+def ev():
+    with Evaluator(EvalOptions(device="cuda", baselines=["eager"], timeout_s=300, seed=5)) as e:
+        yield e
+
+
+@pytest.mark.parametrize("name", sorted(GPU_HACKS))
+def test_hack_on_gpu(ev, name):
+    exp = GPU_HACKS[name]
+    r = ev.evaluate(TINY, HACKS / name, policy=exp.policy)
+    if name == "cache_by_pointer.py" and r.status is OK:
+        assert not r.flags  # it paid for every call
+        return
+    exp.check(r)
+
+
+@pytest.mark.parametrize("name", GPU_GAINS_NOTHING)
+def test_hack_gains_nothing_on_gpu(ev, name):
+    r = ev.evaluate(TINY, HACKS / name)
+    assert r.status is OK and not r.flags, r.message
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in HONEST.glob("*.py")))
+@pytest.mark.parametrize("policy", ["default", "strict"])
+def test_honest_on_gpu(ev, name, policy):
+    r = ev.evaluate(TINY, HONEST / name, policy=policy)
+    assert r.status is OK, r.message[:2000]
+    assert r.flags == [] and r.findings == [], [f.describe() for f in r.findings]
+    big = next(w for w in r.workloads if w.name == "gpu_big")
+    assert big.time_ms and big.kernels
+
+
+def test_library_kernels_only_rule_on_gpu(ev):
+    r = ev.evaluate(TINY, HACKS / "disguised_torch_calls.py", workloads=["gpu_big"])
+    assert r.status is OK and "torch_fallback" in r.flags
+    assert any(f.rule == "torch_fallback.library_kernels_only" for f in r.findings), \
+        [f.describe() for f in r.findings]
+
+
+def test_gpu_out_of_memory_is_recorded_and_survived(ev):
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_gpu_oom.py")
+    assert r.status is Status.RUNTIME_ERROR and "GPU out of memory" in r.message, r.message
+    assert ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py").status is OK
+
+
+def test_hardened_gpu_runs_keep_cuda_ipc_and_block_the_judge(monkeypatch):
+    """Decides whether GPU runs can be hardened by default (sandbox.hardened)."""
+    monkeypatch.setenv("SOLFORGE_HARDEN_GPU", "1")
+    with Evaluator(EvalOptions(device="cuda", baselines=["eager"], timeout_s=300,
+                               seed=6)) as e:
+        good = e.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py")
+        assert good.status is OK, good.message
+        probe = e.evaluate(TINY, HACKS / "read_judge_memory.py")
+    assert "blocked" in probe.message, probe.message
+    assert os.environ.get("SOLFORGE_HARDEN_GPU") == "1"

@@ -1,0 +1,168 @@
+"""The evaluator checks its own files (``guard.py``).
+
+Hacks that rewrite the evaluator run against a *copy* of the package in a temporary
+directory (a separate Python process imports solforge from there, and so do its judge
+and runners), so the repository is never touched. The guard's rules themselves are
+tested on small directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.guard import EvaluatorTampered, FileGuard, pyc_matches_source
+from solforge.bench.options import EvalOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+TINY = FIXTURES / "problems" / "tiny_linear.py"
+
+_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import solforge
+assert solforge.__file__.startswith(sys.argv[1]), solforge.__file__
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.guard import EvaluatorTampered
+from solforge.bench.options import EvalOptions
+problem, honest, hack = sys.argv[2:5]
+out = []
+with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, timeout_s=60,
+                           seed=4)) as ev:
+    for sol in (honest, hack, honest):
+        try:
+            r = ev.evaluate(problem, sol)
+            out.append({"status": r.status.value, "flags": r.flags, "message": r.message})
+        except EvaluatorTampered as e:
+            out.append({"refused": str(e)})
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run_in_copy(tmp_path: Path, hack: str) -> list[dict]:
+    copy = tmp_path / "site"
+    shutil.copytree(ROOT / "solforge", copy / "solforge",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(copy), str(TINY),
+         str(FIXTURES / "solutions" / "tiny_good_pytorch.py"), str(FIXTURES / "hacks" / hack)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads(line[0][len("RESULT "):])
+
+
+@pytest.mark.parametrize("hack, changed", [("evaluator_tamper.py", "compare.py"),
+                                           ("pyc_poison.py", "compare.cpython")])
+def test_tampering_is_caught_and_the_judge_refuses_afterwards(tmp_path, hack, changed):
+    real = ROOT / "solforge" / "bench" / "compare.py"
+    before = _digest(real)
+    honest, tampered, after = _run_in_copy(tmp_path, hack)
+    assert _digest(real) == before  # the repository was never the target
+    assert honest["status"] == "PASSED" and honest["flags"] == []  # no false alarm first
+    assert tampered["status"] == "REWARD_HACK", tampered
+    assert "evaluator_tampered" in tampered["flags"]
+    assert changed in tampered["message"] and "reinstall" in tampered["message"]
+    assert "refused" in after and "reinstall" in after["refused"]
+
+
+def test_judge_refuses_to_start_on_files_changed_since_the_caller_started():
+    ev = Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60))
+    ev.digest = "0" * 64  # what the caller saw differs from what the judge finds
+    try:
+        with pytest.raises(EvaluatorTampered, match="changed"):
+            ev.evaluate(TINY, FIXTURES / "solutions" / "tiny_good_pytorch.py")
+        with pytest.raises(EvaluatorTampered):  # and it stays refused
+            ev.evaluate(TINY, FIXTURES / "solutions" / "tiny_good_pytorch.py")
+    finally:
+        ev.close()
+
+
+# --- the guard's rules -----------------------------------------------------------------
+
+def _package(tmp_path: Path) -> tuple[Path, Path]:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    mod = pkg / "mod.py"
+    mod.write_text("def f(x):\n    return x + 1\n")
+    hooks = tmp_path / "site-packages"
+    hooks.mkdir()
+    return pkg, hooks
+
+
+def test_honest_bytecode_is_accepted(tmp_path):
+    pkg, hooks = _package(tmp_path)
+    g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])
+    py_compile.compile(str(pkg / "mod.py"))  # any process importing it writes this
+    assert g.changed() == []
+    assert g.changed() == []  # and it is now part of the manifest
+
+
+def test_poisoned_bytecode_is_caught(tmp_path):
+    pkg, hooks = _package(tmp_path)
+    g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])
+    pyc = Path(py_compile.compile(str(pkg / "mod.py")))
+    honest = pyc.read_bytes()
+    evil = compile("def f(x):\n    return x + 2\n", str(pkg / "mod.py"), "exec")
+    import marshal
+
+    pyc.write_bytes(honest[:16] + marshal.dumps(evil))  # the source's timestamp kept
+    assert not pyc_matches_source(pyc)
+    assert any("mod.cpython" in c for c in g.changed())
+
+
+def test_write_then_restore_is_caught(tmp_path):
+    pkg, hooks = _package(tmp_path)
+    g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])
+    mod = pkg / "mod.py"
+    text = mod.read_text()
+    time.sleep(0.01)
+    mod.write_text(text + "# x\n")
+    mod.write_text(text)  # same content again, but the inode changed time moved
+    assert [c for c in g.changed() if "mod.py" in c]
+
+
+def test_new_startup_hook_and_shadowing_extension_are_caught(tmp_path):
+    pkg, hooks = _package(tmp_path)
+    g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])
+    (hooks / "zz_evil.pth").write_text("import os\n")
+    (pkg / "mod.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    changed = g.changed()
+    assert any("zz_evil.pth (added)" in c for c in changed)
+    assert any(".so (added)" in c for c in changed)
+
+
+def test_problem_files_are_guarded_but_may_be_cleaned_up(tmp_path):
+    pkg, hooks = _package(tmp_path)
+    g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])
+    problem = tmp_path / "problem.py"
+    problem.write_text("class Model: pass\n")
+    g.add(problem)
+    problem.write_text("class Model: pass  # easier now\n")
+    assert [c for c in g.changed() if "problem.py (modified)" in c]
+    g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])
+    g.add(problem)
+    problem.unlink()
+    assert g.changed() == []
+
+
+def test_unchanged_installation_reports_nothing():
+    g = FileGuard()
+    assert g.changed() == []
