@@ -84,6 +84,14 @@ def register(app: typer.Typer) -> None:
         unit_timeout_s: float = typer.Option(0.0, help="a unit longer is stalled (0: off)"),
         timeout: float = typer.Option(300.0, help="seconds per evaluation"),
         baselines: str = typer.Option("eager,compile", help="reference baselines to time"),
+        max_candidates: int = typer.Option(None, help="search agent: candidates per problem "
+                                           "and unit (default: 12 on a GPU, 6 on a CPU)"),
+        search_seconds: float = typer.Option(1800.0, help="search agent: seconds of candidate "
+                                             "evaluations per problem and unit"),
+        compile_seconds: float = typer.Option(900.0, help="search agent: seconds of builds, "
+                                              "compilation and checks per problem and unit"),
+        families: str = typer.Option(None, help="search agent: candidate families to use, "
+                                     "e.g. library,compile (default: all)"),
         policy: str = typer.Option("default", help="default or strict"),
         language: list[str] = typer.Option(None, "--language", help=LLM_FLAGS["language"]),
         model: str = typer.Option(None, help=LLM_FLAGS["model"]),
@@ -138,7 +146,12 @@ def register(app: typer.Typer) -> None:
                 for b, err in broken:
                     console.print(f"[yellow]skipping a broken problem file {b}: {err}[/yellow]")
                 problems += [p for p in loaded if not (p.name in seen or seen.add(p.name))]
-            settings = {"llm": _llm_settings(agents, flags)}
+            settings = {"llm": _llm_settings(agents, flags),
+                        "search": {"max_candidates": max_candidates,
+                                   "gpu_seconds": search_seconds,
+                                   "compile_seconds": compile_seconds,
+                                   "families": [f.strip() for f in families.split(",")]
+                                   if families else None}}
         except (ProblemError, FileNotFoundError, ValueError) as e:
             console.print(f"[red]solforge optimize: {e}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None
@@ -190,6 +203,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]stopped; continue with `solforge optimize --resume "
                               f"{run.dir}`[/yellow]")
                 raise typer.Exit(130) from None
+        console.print()
         console.print(f"{result.status}: {result.reason}. Evaluations run: "
                       f"{result.evaluations}, served from the run's cache: {result.cache_hits}")
         from solforge.cli.runs import summary_line

@@ -297,7 +297,9 @@ def copy_reference_class(path: Path, name: str = "Model", *, keep_forward: bool 
                                      f"class {new_name}({bases})", body[cls.lineno - head])
     while body and not body[-1].strip():
         body.pop()
-    return CopiedClass(imports=imports, helpers=helpers, source="\n".join(body))
+    # KernelBench files spell `super(Model, self).__init__()`: keep that working renamed
+    text = re.sub(rf"\bsuper\(\s*{name}\s*,", f"super({new_name},", "\n".join(body))
+    return CopiedClass(imports=imports, helpers=helpers, source=text)
 
 
 def copied_names(path: Path) -> set[str]:

@@ -93,3 +93,40 @@ def test_headroom_orders_untried_then_least_solved(tmp_path):
     assert p.next_problem() is b  # more headroom to the speed of light
     b.converged = "done"
     assert p.next_problem() is a
+
+
+def copycat(req: Request) -> Reply:
+    """A scripted model that solves any problem by restating its reference as ModelNew."""
+    outs = req.tool_outputs()
+    if not outs:
+        return Reply("Read the reference.", [("read_file", {"path": "problem.py"})])
+    if len(outs) == 1:
+        # tool output holds the file (possibly with a header line): keep from the imports on
+        text = outs[0][outs[0].find("import "):]
+        source = text.replace("class Model(", "class ModelNew(").replace(
+            "super(Model,", "super(ModelNew,")
+        return Reply("Restate it.", [("write_file", {"path": "solution.py", "content": source})])
+    if len(outs) == 2:
+        return Reply("Check it.", [("evaluate", {})])
+    return Reply("Submit.", [("submit", {"path": "solution.py", "summary": "reference"})])
+
+
+def test_search_and_llm_workers_mixed_solve_every_problem(tmp_path):
+    run = Run.create(tmp_path / "run", RunSpec(agent="search,llm"))
+    problems = [TINY, RELU, load_problem(PROBLEMS / "tiny_linear.py").model_copy(
+        update={"name": "tiny_linear_again"})]
+    with ScriptedServer([copycat] * 16) as s:
+        settings = {"llm": {"model": model_config(s.base_url),
+                            "client": make_client(model_config(s.base_url))},
+                    "search": {"max_candidates": 2, "rounds": 1}}
+        config = PlannerConfig(agents=["search", "llm"], workers=2, max_units=1,
+                               final_rounds=1)
+        result = Planner(run, problems, config, fast_options(), settings).loop(poll_s=0.05)
+    assert not s.errors, s.errors
+    assert result.status == "finished", result.reason
+    shown = Run.open(tmp_path / "run").show()
+    assert {p["name"]: (p["best"] or {}).get("status") for p in shown["problems"]} == {
+        "tiny_linear": "PASSED", "kb_relu": "PASSED", "tiny_linear_again": "PASSED"}
+    agents = {w["kind"] for w in run.ledger.work("done")}
+    assert agents == {"search", "llm"}  # both kinds of worker did units
+    assert {a["agent"].split(":")[0] for a in run.ledger.attempts()} == {"search", "llm"}

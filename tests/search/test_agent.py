@@ -145,3 +145,15 @@ def test_budgets_and_the_strict_policy_skip_candidates(tmp_path):
     # the strict policy finds nothing to reject
     (full,) = run.ledger.evaluations(kind="full")
     assert full["record"]["status"] == "PASSED" and full["record"]["flags"] == []
+
+def test_kernelbench_file_with_old_style_super_gets_working_candidates(tmp_path):
+    from solforge.problems import load_problem
+    from tests.conftest import PROBLEMS
+
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
+                               timeout_s=120)) as ev:
+        res = run_search_worker(run, load_problem(PROBLEMS / "kb_relu.py"), ev,
+                                SearchConfig(max_candidates=2, rounds=1))
+    assert res.verdict == "PASSED", res.message
+    assert all(e["status"] == "PASSED" for e in run.ledger.evaluations())
