@@ -26,28 +26,25 @@ from __future__ import annotations
 
 import copy
 import random
-import time
 from typing import Any
 
 import torch
 
 from solforge.bench import inputs as I
 from solforge.bench import probes
-from solforge.bench.baselines import BaselineCache, baseline_key
+from solforge.bench.baselines import Interleaved, batch_size, time_baselines
 from solforge.bench.compare import as_list, compare, same_outputs
 from solforge.bench.judge import Judge, RunnerFailure, RunnerHandle
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import Status, WorkloadResult
 from solforge.bench.slots import device_slot
-from solforge.bench.timing import Timing, TimingConfig, fresh_inputs, measure
+from solforge.bench.timing import TimingConfig, fresh_inputs
 from solforge.problems.spec import Problem, Workload
 
 POOL_SETS = 3          # distinct input sets that timed calls cycle through, then perturb
 RETAIN = 4             # timed calls whose outputs the judge re-checks (the last, and 3 more)
 RETAIN_BYTES = 1 << 31  # the runner keeps timed outputs up to this much, newest first
 GOLDEN_MAX_ELEMENTS = 1 << 26
-BATCH_TARGET_MS = 60.0  # length of the judge's wall-clock batch
-BATCH_MAX_BYTES = 2 << 30
 CLOCK_RETRIES = 2       # extra batches when the judge's clock disagrees with the runner's
 
 
@@ -223,7 +220,7 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
         if rounds > 1:
             if (status := _verified(judge, res)) is not None:
                 return status
-            interleaved = _Interleaved(ref, opts, pool, cfg, device)
+            interleaved = Interleaved(ref, opts, pool, cfg, device)
         for _ in range(rounds):
             seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]
             try:
@@ -257,7 +254,7 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
             if (status := _verified(judge, res)) is not None:
                 return status
             with runner.frozen():
-                base = _baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
+                base = time_baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res)
         status = _host_batch(ref, pool, runner, opts, deadline, seed, res, problem)
         # a suspicious gap between the clocks is measured again before it counts: a load
         # spike on the machine is transient, a time that does not cover the call is not
@@ -297,52 +294,6 @@ def _spread(xs: list[float]) -> float | None:
     return (ks[3 * len(ks) // 4] - ks[len(ks) // 4]) / med
 
 
-class _Interleaved:
-    """Fresh baselines measured round by round beside the candidate (never cached)."""
-
-    def __init__(self, ref: Any, opts: EvalOptions, pool: list[list[Any]], cfg: TimingConfig,
-                 device: torch.device) -> None:
-        self.pool, self.cfg, self.device = pool, cfg, device
-        self.fns: dict[str, Any] = {}
-        self.lists: dict[str, dict[str, list[float]]] = {}
-        self.errors: dict[str, str] = {}
-        for kind in opts.baselines:
-            try:
-                self.fns[kind] = _baseline_fn(ref, kind, opts)
-            except Exception as e:
-                self.errors[kind] = f"{type(e).__name__}: {str(e)[:300]}"
-
-    def measure(self, seeds: list[int]) -> None:
-        for kind, fn in list(self.fns.items()):
-            try:
-                with torch.no_grad():
-                    t = measure(fn, self.pool, self.device, self.cfg, seeds=seeds)
-                    host = _host_clock(fn, self.pool, seeds, self.device,
-                                       t.median_latency_ms or 0.1)
-            except Exception as e:
-                self.errors[kind] = f"{type(e).__name__}: {str(e)[:300]}"
-                del self.fns[kind]
-                continue
-            acc = self.lists.setdefault(kind, {"kernel": [], "latency": [], "host": []})
-            acc["kernel"] += t.kernel_ms
-            acc["latency"] += t.latency_ms
-            acc["host"].append(host)
-
-    def results(self, res: WorkloadResult) -> dict[str, dict]:
-        out = {}
-        for kind, acc in self.lists.items():
-            out[kind] = {"kernel_ms": _median(acc["kernel"]),
-                         "latency_ms": _median(acc["latency"]),
-                         "host_ms": _median(acc["host"])}
-            if kind == "eager":
-                res.eager_ms = out[kind]["kernel_ms"]
-            else:
-                res.compile_ms = out[kind]["kernel_ms"]
-        for kind, err in self.errors.items():
-            res.message = (res.message + f"; {kind} baseline failed: {err}").strip("; ")
-        return out
-
-
 def _pick_checked_calls(ref: Any, pool: list[list[Any]], calls: int, rng: random.Random,
                         seed: int) -> list[int]:
     """Timed calls to re-check, chosen after the fact: the last one and some at random
@@ -380,89 +331,11 @@ def _timed_outputs(ref: Any, pool: list[list[Any]], seeds: list[int], reply: dic
     return None
 
 
-def _baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list[list[Any]],
-               seeds: list[int], cfg: TimingConfig, opts: EvalOptions,
-               res: WorkloadResult) -> dict[str, dict]:
-    """Time (or fetch cached) baselines; fill the result's eager/compile fields."""
-    from solforge.bench.verdict import device_name
-
-    device = torch.device(opts.device)
-    cache = BaselineCache()
-    found: dict[str, dict] = {}
-    try:
-        for kind in opts.baselines:
-            label = "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
-            key = baseline_key(problem.content_hash, w.name, w.params_json(),
-                               device_name(opts.device), label,
-                               {"budget_ms": cfg.budget_ms, "max_calls": cfg.max_calls,
-                                "threads": torch.get_num_threads()})
-            hit = None if opts.fresh_baselines else cache.get(key)
-            if hit is None:
-                judge.phase("baseline", workload=w.name, kind=label)
-                try:
-                    hit = _time_reference(ref, kind, opts, pool, seeds, cfg, device)
-                except Exception as e:
-                    note = f"{label} baseline failed: {type(e).__name__}: {str(e)[:300]}"
-                    res.message = (res.message + "; " + note).strip("; ")
-                    continue
-                cache.put(key, hit)
-            found[kind] = hit
-            if kind == "eager":
-                res.eager_ms = hit["kernel_ms"]
-            else:
-                res.compile_ms = hit["kernel_ms"]
-    finally:
-        cache.close()
-    return found
-
-
-def _baseline_fn(ref: Any, kind: str, opts: EvalOptions) -> Any:
-    """The reference as baseline ``kind`` runs it: eager, or freshly ``torch.compile``d."""
-    if kind == "eager":
-        return ref
-    if kind != "compile":
-        raise ValueError(f"unknown baseline {kind!r}; use eager or compile")
-    from torch import _dynamo
-
-    _dynamo.reset()  # a fresh graph per workload: no recompile limit, no stale guards
-    return torch.compile(ref, mode=None if opts.compile_mode == "default" else opts.compile_mode)
-
-
-def _time_reference(ref: Any, kind: str, opts: EvalOptions, pool: list[list[Any]],
-                    seeds: list[int], cfg: TimingConfig, device: torch.device) -> dict:
-    fn = _baseline_fn(ref, kind, opts)
-    with torch.no_grad():
-        t: Timing = measure(fn, pool, device, cfg, seeds=seeds)
-        host = _host_clock(fn, pool, seeds, device, t.median_latency_ms or 0.1)
-    return {"kernel_ms": t.median_kernel_ms, "latency_ms": t.median_latency_ms,
-            "host_ms": host, "spread": t.spread, "calls": len(t.kernel_ms),
-            "kernels": t.kernels[:64], "measured_at": time.time()}
-
-
-def _batch_size(pool: list[list[Any]], latency_ms: float) -> int:
-    per = sum(x.numel() * x.element_size() for x in pool[0] if isinstance(x, torch.Tensor))
-    by_mem = max(2, BATCH_MAX_BYTES // max(per, 1))
-    return int(max(3, min(200, by_mem, BATCH_TARGET_MS / max(latency_ms, 0.005))))
-
-
-def _host_clock(fn: Any, pool: list[list[Any]], seeds: list[int], device: torch.device,
-                latency_ms: float) -> float:
-    """Wall clock per call over back-to-back calls on prepared fresh inputs (trusted side)."""
-    m = _batch_size(pool, latency_ms)
-    batch = [fresh_inputs(pool[i % len(pool)], seeds[i % len(seeds)] + 3) for i in range(m)]
-    I.synchronize(device)
-    t0 = time.perf_counter()
-    for args in batch:
-        fn(*args)
-    I.synchronize(device)
-    return (time.perf_counter() - t0) * 1e3 / m
-
-
 def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: EvalOptions,
                 deadline: float, seed: int, res: WorkloadResult,
                 problem: Problem) -> Status | None:
     """The judge's own clock over ``m`` back-to-back candidate calls, output checked."""
-    m = _batch_size(pool, res.latency_ms or 0.1)
+    m = batch_size(pool, res.latency_ms or 0.1)
     rng = random.Random(seed ^ 0xBA7C)
     seeds = [rng.randrange(2**31) for _ in range(m)]
     try:
