@@ -152,8 +152,32 @@ class Run:
             return None
         records = self.verdicts()
         devices = [r.device for r in records if r.workloads]
-        return summarize(records, device=devices[0] if devices else self.spec.device,
-                         agent=self.spec.agent)
+        summary = summarize(records, device=devices[0] if devices else self.spec.device,
+                            agent=self.spec.agent)
+        summary["levers"] = self.lever_gains()
+        return summary
+
+    def lever_gains(self) -> dict[str, dict[str, Any]]:
+        """Per lever (fusion, library kernel, precision, graphs, autotuning, ...): how many
+        problems' kept solutions use it, and the geometric mean of their speedups over the
+        best baseline. A solution with several levers counts for each of them."""
+        import math
+
+        acc: dict[str, list[float]] = {}
+        for p in self.ledger.problems():
+            best = self.ledger.best(p["name"])
+            att = self.ledger.attempt(best["attempt"]) if best and best.get("attempt") else None
+            if att is None:
+                continue
+            sp = best.get("speedup_vs_best")
+            for lever in att["levers"] or ["none"]:
+                acc.setdefault(lever, [])
+                if sp:
+                    acc[lever].append(sp)
+        return {lever: {"problems": len(xs),
+                        "geomean_speedup_vs_best": (math.exp(sum(map(math.log, xs)) / len(xs))
+                                                    if xs else None)}
+                for lever, xs in sorted(acc.items())}
 
     def export(self, out: Path) -> dict[str, Any]:
         """Best solution per problem (KernelBench format), its record, the reference, and

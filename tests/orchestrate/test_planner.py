@@ -130,3 +130,5 @@ def test_search_and_llm_workers_mixed_solve_every_problem(tmp_path):
     agents = {w["kind"] for w in run.ledger.work("done")}
     assert agents == {"search", "llm"}  # both kinds of worker did units
     assert {a["agent"].split(":")[0] for a in run.ledger.attempts()} == {"search", "llm"}
+    levers = Run.open(tmp_path / "run").summary()["levers"]
+    assert sum(v["problems"] for v in levers.values()) >= 3  # every kept solution counted
