@@ -113,8 +113,7 @@ def copycat(req: Request) -> Reply:
 
 def test_search_and_llm_workers_mixed_solve_every_problem(tmp_path):
     run = Run.create(tmp_path / "run", RunSpec(agent="search,llm"))
-    problems = [TINY, RELU, load_problem(PROBLEMS / "tiny_linear.py").model_copy(
-        update={"name": "tiny_linear_again"})]
+    problems = [TINY, RELU, load_problem(PROBLEMS / "tiny_softmax.py")]
     with ScriptedServer([copycat] * 16) as s:
         settings = {"llm": {"model": model_config(s.base_url),
                             "client": make_client(model_config(s.base_url))},
@@ -126,7 +125,7 @@ def test_search_and_llm_workers_mixed_solve_every_problem(tmp_path):
     assert result.status == "finished", result.reason
     shown = Run.open(tmp_path / "run").show()
     assert {p["name"]: (p["best"] or {}).get("status") for p in shown["problems"]} == {
-        "tiny_linear": "PASSED", "kb_relu": "PASSED", "tiny_linear_again": "PASSED"}
+        "tiny_linear": "PASSED", "kb_relu": "PASSED", "tiny_softmax": "PASSED"}
     agents = {w["kind"] for w in run.ledger.work("done")}
     assert agents == {"search", "llm"}  # both kinds of worker did units
     assert {a["agent"].split(":")[0] for a in run.ledger.attempts()} == {"search", "llm"}
