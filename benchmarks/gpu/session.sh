@@ -3,7 +3,8 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash benchmarks/gpu/session.sh STEP [STEP ...]
 # Steps: env calibrate tests reference examples cute hacks optimize throughput
-# DEADLINE (seconds after start, default 570) bounds the open-ended steps.
+# DEADLINE (seconds after start, default 570) bounds the open-ended steps; DEVICE=cpu
+# (with REF_TARGET/OPT_TARGET set to a small target) dry-runs the steps on a CPU.
 # Needs the pydantic wheels carried in .whl/ (the H200 image lacks pydantic).
 set -u
 export PYTHONUNBUFFERED=1 SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
@@ -34,17 +35,17 @@ for s in "$@"; do
         2>&1 | tail -40 | tee "$OUT/gpu_tests.log" ;;
     calibrate)
       step calibrate
-      timeout 120 $SF calibrate --device cuda --json "$OUT/calibration.json" 2>&1 | tail -15 ;;
+      timeout 120 $SF calibrate --device ${DEVICE:-cuda} --json "$OUT/calibration.json" 2>&1 | tail -15 ;;
     reference)
       step reference
-      timeout $(left) $SF bench ${REF_TARGET:-all} --solution reference --device cuda --budget-ms 150 \
+      timeout $(left) $SF bench ${REF_TARGET:-all} --solution reference --device ${DEVICE:-cuda} --budget-ms 150 \
         --timeout 120 --json "$OUT/reference.json" 2>&1 | tail -70 ;;
     examples)
       step examples
-      timeout 300 $SF bench all --solution examples/solutions --device cuda --budget-ms 300 \
+      timeout 300 $SF bench ${EX_TARGET:-all} --solution examples/solutions --device ${DEVICE:-cuda} --budget-ms 300 \
         --json "$OUT/examples.json" 2>&1 | tail -30
       for lang in cuda_cpp; do
-        timeout 200 $SF bench all --solution examples/solutions/$lang --device cuda \
+        timeout 200 $SF bench ${EX_TARGET:-all} --solution examples/solutions/$lang --device ${DEVICE:-cuda} \
           --budget-ms 300 --json "$OUT/examples_$lang.json" 2>&1 | tail -12
       done ;;
     cute)
@@ -59,7 +60,7 @@ for s in "$@"; do
           .cute2/nvidia_cutlass_dsl_libs_base-*.whl
         export PYTHONPATH=/tmp/cutepkg:/tmp/cutepkg/nvidia_cutlass_dsl/python_packages:/tmp/cutepkg/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH
         python3 -c "import cutlass.cute" && timeout $(left) $SF bench residual_gate_flux \
-          --solution examples/solutions/cute_dsl/residual_gate_flux.py --device cuda \
+          --solution examples/solutions/cute_dsl/residual_gate_flux.py --device ${DEVICE:-cuda} \
           --json "$OUT/cute.json" 2>&1 | tail -20
       fi ;;
     hacks)
@@ -68,13 +69,14 @@ for s in "$@"; do
         tests/anticheat 2>&1 | tail -30 | tee "$OUT/anticheat_gpu.log" ;;
     optimize)
       step optimize
-      timeout $(left) $SF optimize ${OPT_TARGET:-all} --device cuda --workers ${OPT_WORKERS:-3} \
+      rm -rf /tmp/optrun /tmp/optexport
+      timeout $(left) $SF optimize ${OPT_TARGET:-all} --device ${DEVICE:-cuda} --workers ${OPT_WORKERS:-3} \
         --run-dir /tmp/optrun --max-units 1 2>&1 | tail -40
       $SF export /tmp/optrun --out /tmp/optexport && cp /tmp/optexport/summary.json "$OUT/optimize_summary.json"
       $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json" ;;
     throughput)
       step throughput
-      timeout $(left) python3 benchmarks/throughput.py --device cuda --workers 3 \
+      timeout $(left) python3 benchmarks/throughput.py --device ${DEVICE:-cuda} --workers 3 \
         --json "$OUT/throughput.json" 2>&1 | tail -20 ;;
     *) echo "unknown step $s" ;;
   esac
