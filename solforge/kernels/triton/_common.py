@@ -26,6 +26,17 @@ def autotune_configs(gpu: list[triton.Config], interpret: triton.Config) -> list
     return [interpret] if INTERPRET else gpu
 
 
+def elementwise_configs() -> list[triton.Config]:
+    """Column-tile configs shared by the elementwise row kernels (activations, GLUs)."""
+    return autotune_configs(
+        [triton.Config({"BLOCK_N": 1024}, num_warps=4),
+         triton.Config({"BLOCK_N": 2048}, num_warps=4),
+         triton.Config({"BLOCK_N": 2048}, num_warps=8),
+         triton.Config({"BLOCK_N": 4096}, num_warps=8)],
+        triton.Config({"BLOCK_N": 128}, num_warps=4),
+    )
+
+
 def as_rows(x: torch.Tensor) -> torch.Tensor:
     """``x`` as [rows, last dim] with unit column stride: a view when the layout allows,
     else a contiguous copy (the kernels address rows by one stride)."""

@@ -19,17 +19,11 @@ from solforge.kernels.triton._common import (
     activation_code,
     apply_activation,
     as_rows,
-    autotune_configs,
     cast_rne,
+    elementwise_configs,
 )
 
-_CONFIGS = autotune_configs(
-    [triton.Config({"BLOCK_N": 1024}, num_warps=4),
-     triton.Config({"BLOCK_N": 2048}, num_warps=4),
-     triton.Config({"BLOCK_N": 2048}, num_warps=8),
-     triton.Config({"BLOCK_N": 4096}, num_warps=8)],
-    triton.Config({"BLOCK_N": 128}, num_warps=4),
-)
+_CONFIGS = elementwise_configs()
 
 
 @triton.autotune(configs=_CONFIGS, key=["N"])
