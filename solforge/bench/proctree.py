@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # pids of the runners this process started: their exit status belongs to ``subprocess``
@@ -26,18 +26,25 @@ COMPILERS = ("compile_worker", "ptxas", "nvcc", "cicc", "cudafe", "fatbinary", "
               "nvdisasm", "cuobjdump", "collect2")
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (by the parent links in /proc)."""
-    children: dict[int, list[int]] = {}
+def processes() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, fields)`` for every process, ``fields`` being /proc/<pid>/stat after the
+    command name: ``fields[0]`` the state, ``[1]`` the parent, ``[3]`` the session."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
-            stat = (d / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
             continue
-        children.setdefault(ppid, []).append(int(d.name))
+        if len(fields) > 3:
+            yield int(d.name), fields
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (by the parent links in /proc)."""
+    children: dict[int, list[int]] = {}
+    for child, fields in processes():
+        children.setdefault(int(fields[1]), []).append(child)
     out, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):
@@ -47,17 +54,14 @@ def descendants(pid: int) -> list[int]:
 
 
 def _session_members(sid: int) -> list[int]:
-    members = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid:
-                members.append(int(d.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return members
+    return [pid for pid, fields in processes() if int(fields[3]) == sid]
+
+
+def _my_zombies() -> list[int]:
+    """Exited children of this process that ``subprocess`` does not manage."""
+    me = str(os.getpid())
+    return [pid for pid, fields in processes()
+            if fields[0] == "Z" and fields[1] == me and pid not in MANAGED]
 
 
 def _kill(pids: set[int] | list[int]) -> None:
@@ -105,19 +109,11 @@ def reap_orphans() -> None:
     Only zombies we did not start ourselves are reaped: ``subprocess`` must still see the
     real exit status of the runners it manages (a segfault must read as SIGSEGV).
     """
-    me = os.getpid()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) in MANAGED:
-            continue
+    for pid in _my_zombies():
         try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] == "Z" and int(fields[1]) == me:
-            try:
-                os.waitpid(int(d.name), os.WNOHANG)
-            except ChildProcessError:
-                pass
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def cpu_seconds(pids: list[int], skip_compilers: bool = True) -> float:
@@ -157,21 +153,9 @@ def reap_all(timeout_s: float = 2.0) -> None:
     """Reap adopted orphans until none is left dying (a killed fork bomb leaves hundreds
     of zombies; left to init they slow every /proc scan on the machine)."""
     deadline = time.monotonic() + timeout_s
-    me = os.getpid()
     while time.monotonic() < deadline:
         reap_orphans()
-        pending = False
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit() or int(d.name) in MANAGED:
-                continue
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[1]) == me and fields[0] == "Z":
-                pending = True
-                break
-        if not pending:
+        if not _my_zombies():
             return
         time.sleep(0.02)
 
@@ -180,18 +164,9 @@ def adopted_orphans() -> list[int]:
     """Children of this (subreaper) process that it did not start: descendants of a
     runner that outlived their parent. Processes in this process's own session (its
     compile workers) are not among them."""
-    me, sid = os.getpid(), os.getsid(0)
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) in MANAGED:
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == me and int(fields[3]) != sid and fields[0] != "Z":
-            out.append(int(d.name))
-    return out
+    me, sid = str(os.getpid()), os.getsid(0)
+    return [pid for pid, fields in processes() if pid not in MANAGED and fields[1] == me
+            and int(fields[3]) != sid and fields[0] != "Z"]
 
 
 __all__ = ["COMPILERS", "MANAGED", "adopted_orphans", "cpu_seconds", "descendants",
