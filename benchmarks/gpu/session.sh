@@ -32,7 +32,7 @@ for s in "$@"; do
     tests)
       step tests
       timeout 240 python3 -m pytest -q -rP -p no:cacheprovider --timeout 150 tests/bench/test_gpu_evaluator.py tests/sol/test_gpu.py \
-        2>&1 | tail -40 | tee "$OUT/gpu_tests.log" ;;
+        2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     calibrate)
       step calibrate
       timeout 120 $SF calibrate --device ${DEVICE:-cuda} --json "$OUT/calibration.json" 2>&1 | tail -15 ;;
