@@ -31,7 +31,7 @@ for s in "$@"; do
         date -u; } 2>&1 ;;
     tests)
       step tests
-      timeout 240 python3 -m pytest -q -rP -p no:cacheprovider --timeout 150 tests/bench/test_gpu_evaluator.py tests/sol/test_gpu.py \
+      timeout $(left) python3 -m pytest -q -rP -p no:cacheprovider --timeout 150 tests/bench/test_gpu_evaluator.py tests/sol/test_gpu.py \
         2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     calibrate)
       step calibrate
