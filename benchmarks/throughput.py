@@ -80,15 +80,16 @@ def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
 
 def warm_triton(opts: EvalOptions, count: int) -> dict:
     problem = find_builtin("silu_llama3")
-    times, statuses = [], []
+    times, statuses, phases = [], [], []
     with Evaluator(opts) as ev:
         for _ in range(count + 1):
             t0 = time.monotonic()
             r = ev.evaluate(problem, TRITON_EXAMPLE)
             times.append(time.monotonic() - t0)
             statuses.append(r.status.value)
+            phases.append(r.phase_seconds)
     return {"first_s": times[0], "warm_s_median": statistics.median(times[1:]),
-            "warm_s": times[1:], "statuses": statuses}
+            "warm_s": times[1:], "statuses": statuses, "phase_seconds": phases}
 
 
 def busy_fraction(opts: EvalOptions, workers: int, per_worker: int) -> dict:
@@ -139,14 +140,20 @@ def main() -> None:
     a = ap.parse_args()
     opts = EvalOptions(device=a.device, baselines=["eager"], budget_ms=300,
                        workloads="visible")
-    out = {"device": a.device, "warm_triton": warm_triton(opts, a.count),
-           "busy": busy_fraction(opts, a.workers, a.count)}
+    out: dict = {"device": a.device, "count": a.count}
+
+    def save() -> None:  # after every part: a run stopped early keeps what it measured
+        if a.json:
+            a.json.write_text(json.dumps(out, indent=1))
+
+    out["warm_triton"] = warm_triton(opts, a.count)
+    save()
+    out["busy"] = busy_fraction(opts, a.workers, a.count)
+    save()
     if a.device != "cpu":
         out["cuda_cpp"] = cuda_per_hour(opts, a.count * 4)
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.json:
-        a.json.write_text(text)
+        save()
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

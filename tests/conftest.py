@@ -35,3 +35,16 @@ def gpu_available() -> bool:
 
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
+
+
+def pytest_runtest_logreport(report):
+    """With SOLFORGE_TEST_FAILURES=FILE, append each failure to FILE the moment it happens.
+
+    GPU runs are cut off by their call's time limit, and pytest prints its failure reports
+    only at the end: this keeps the reason of every failure that happened before the cut.
+    """
+    path = os.environ.get("SOLFORGE_TEST_FAILURES")
+    if not path or not report.failed:
+        return
+    with open(path, "a") as f:
+        f.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext[-6000:]}\n\n")

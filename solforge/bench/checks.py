@@ -118,9 +118,18 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
             if t == 0:
                 again = I.run_forward(ref, I.clone_all(x), s)
                 if not same_outputs(ref_out, again):
-                    return _set(res, Status.INVALID_REFERENCE,
-                                "the reference gives two different answers to the same input "
-                                "(even with the RNG reseeded before each forward)")
+                    # GPU kernels with atomics or split reductions (attention with split-KV,
+                    # index_add, scatter) differ in the last bits from run to run; only a
+                    # difference beyond the tolerance makes the reference unusable
+                    drift = compare(again, ref_out, pc)
+                    if not drift.ok:
+                        return _set(res, Status.INVALID_REFERENCE,
+                                    "the reference gives two different answers to the same "
+                                    "input (even with the RNG reseeded before each forward): "
+                                    f"{drift.message}")
+                    res.message = ("the reference is not bitwise deterministic (run-to-run "
+                                   f"difference up to {drift.max_abs_error:.3g}, within the "
+                                   "tolerance)")
         except Exception as e:
             return _set(res, Status.INVALID_REFERENCE,
                         f"the reference failed: {type(e).__name__}: {e}")
@@ -343,9 +352,16 @@ def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: Eva
                     "seeds": seeds}, deadline)
         reply = runner.ask({"op": "batch_go"}, deadline)
         wall = runner.replied_at - runner.sent_at  # the round trip, not our bookkeeping
+        # the request and reply themselves are harness cost, not the candidate's: an empty
+        # batch measures them (the faster of two); on a call of a few microseconds they
+        # were most of the gap on a loaded 2-core machine
+        floor = []
+        for _ in range(2):
+            runner.ask({"op": "batch_go"}, deadline)
+            floor.append(runner.replied_at - runner.sent_at)
     except RunnerFailure as e:
         return _failed(res, e)
-    res.host_ms = wall * 1e3 / m
+    res.host_ms = max(wall - min(floor), 0.0) * 1e3 / m
     last = fresh_inputs(pool[(m - 1) % len(pool)], seeds[-1])
     cmp = compare(_owned(reply["outputs"]), I.run_forward(ref, last, seed), problem.precision)
     if not cmp.ok:

@@ -192,6 +192,15 @@ class Evaluator:
         # the judge enforces the candidate's limit; this one covers baselines and builds
         deadline = time.monotonic() + opts.timeout_s * 2 + 1800
         phase = "starting"
+        spent: dict[str, float] = {}
+        since = time.monotonic()
+
+        def lap() -> None:
+            nonlocal since
+            now = time.monotonic()
+            spent[phase] = spent.get(phase, 0.0) + now - since
+            since = now
+
         while True:
             msg = self._recv(deadline)
             if msg is None:
@@ -207,11 +216,14 @@ class Evaluator:
                                f". {err[-1500:]}")
             event = msg.get("event")
             if event == "phase":
+                lap()
                 phase = msg.get("phase", phase)
                 if self.on_phase:
                     self.on_phase(msg)
             elif event == "result":
                 record = EvaluationRecord.from_json(msg["record"])
+                lap()
+                record.phase_seconds = {k: round(v, 3) for k, v in spent.items()}
                 if "evaluator_tampered" in record.flags:
                     self.tampered = record.message
                     self.close()

@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from solforge.bench.guard import FileGuard, describe
+from solforge.bench.options import EvalOptions
 from solforge.bench.proctree import adopted_orphans, cpu_seconds, kill_tree, reap_all
 from solforge.bench.sandbox import (
     RunnerProcess,
@@ -325,6 +326,9 @@ class Judge:
         reap_all()
 
 
+DEFAULT_MEMORY_MB = EvalOptions.model_fields["memory_mb"].default
+
+
 def serve(conn: Connection, device: str, expected_digest: str | None = None) -> None:
     from solforge.bench.verdict import evaluate, profile
 
@@ -335,6 +339,8 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
                          "judge's: no verdict can be trusted. Reinstall solforge and start "
                          "a new evaluator.")
     conn.send({"event": "ready", "pid": os.getpid(), "refused": judge.refused})
+    if not judge.refused:  # the first candidate's runner starts now, not when it is needed
+        judge.replenish(DEFAULT_MEMORY_MB)
     try:
         while True:
             try:
@@ -361,7 +367,7 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
                                   req["options"])
                 record = judge.after_evaluation(record)
                 if not judge.refused:
-                    judge.replenish(int(req["options"].get("memory_mb", 16384)))
+                    judge.replenish(int(req["options"].get("memory_mb", DEFAULT_MEMORY_MB)))
                 conn.send({"event": "result", "record": record})
             except Exception as e:  # a bug of ours: say so, keep serving
                 conn.send({"event": "error", "message": f"{type(e).__name__}: {e}",

@@ -84,6 +84,7 @@ class WorkloadResult(BaseModel):
     bytes: float | None = None
     sol_ms: float | None = None
     sol_floor_ms: float | None = None
+    sol_compute_ms: float | None = None  # the compute term alone (cache-proof lower bound)
     sol_score: float | None = None
     bound: str | None = None
 
@@ -108,6 +109,9 @@ class EvaluationRecord(BaseModel):
     policy: str = "default"
     held_out_included: bool = True
     duration_s: float | None = None
+    # wall seconds per judge phase (starting, reference, candidate, timing, baseline, ...),
+    # as the caller saw them: where an evaluation's time went
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
 
     model_config = {"populate_by_name": True}

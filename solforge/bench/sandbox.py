@@ -237,6 +237,10 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
         "TORCH_EXTENSIONS_DIR": str(cache_dir() / "torch_extensions"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache_dir() / "inductor"),
         "SOLFORGE_CACHE": str(cache_dir()),
+        # Triton's autotuner keeps its choice per (kernel source, config list, key) on disk:
+        # every fresh runner re-tuned the same kernels on every workload otherwise. A choice
+        # only decides speed, which is measured anyway; correctness is checked on any.
+        "TRITON_CACHE_AUTOTUNING": "1",
     })
     env.update(QUIET_THREADS)
     # the package must stay importable from the private working directory

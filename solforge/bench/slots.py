@@ -6,8 +6,11 @@ Any code that measures time on a GPU, or runs something that could disturb a mea
 other processes queue for it too; the OS releases it when its holder dies (``kill -9``
 included), so a crash never leaves a slot taken.
 
-Correctness trials and builds do not take the slot: they may overlap another candidate's
-timing only on the CPU side. On a CPU device the slot serialises timing the same way.
+On a GPU the correctness trials and the policy's traced call hold the slot as well: their
+kernels would otherwise time-slice with a kernel another evaluator is measuring. Builds,
+imports and reference construction do not take it; they overlap another candidate's
+timing on the CPU side only. On a CPU device the slot serialises timing the same way (the
+trials there are CPU work like everything else and do not take it).
 
 Every hold is appended to a log beside the lock (``held_intervals``), which is how the
 throughput benchmark measures how busy a device was.

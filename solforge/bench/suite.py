@@ -39,6 +39,14 @@ def solution_for(problem: Problem, solution: str, single: bool) -> Path | None:
                             "'reference')")
 
 
+def with_solutions(problems: list[Problem], solution: str) -> list[Problem]:
+    """The problems that ``solution`` has a file for (all of them for 'reference' or a
+    single file given for a single problem); raises FileNotFoundError like
+    :func:`solution_for`."""
+    single = len(problems) == 1
+    return [p for p in problems if solution_for(p, solution, single) is not None]
+
+
 def bench(problems: list[Problem], broken: Iterable[tuple[Path, str]], solution: str,
           options: EvalOptions, language: str | None = None,
           on_record: Callable[[EvaluationRecord], None] | None = None,

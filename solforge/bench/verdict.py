@@ -22,6 +22,7 @@ own reference-as-solution file (``--solution reference``) is exempt: it *is* the
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from typing import Any
@@ -38,6 +39,7 @@ from solforge.bench.probes import policy_probe
 from solforge.bench.records import EvaluationRecord, Finding, Status, WorkloadResult
 from solforge.bench.reference_solution import is_reference_solution
 from solforge.bench.sandbox import cache_dir
+from solforge.bench.slots import device_slot
 from solforge.bench.solution import Language, SolutionError, get_language, load_solution
 from solforge.problems.loader import import_file, load_problem
 from solforge.problems.spec import Problem, ProblemError, Workload
@@ -189,20 +191,24 @@ def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w
         if e.flag:
             res.flags.append(e.flag)
         return _set(res, e.status, e.message)
-    status = correctness_trials(judge, problem, module, ref, w, runner, opts, deadline, seed,
-                                res)
-    if status is not None:
-        return res
-    if lang is not None:
-        judge.phase("policy", workload=w.name)
-        dynamic, failure = policy_probe(module, ref, w, runner, opts, deadline, seed,
-                                        lang.own_kernels, res)
-        if failure is not None:
-            if failure.flag:
-                res.flags.append(failure.flag)
-            return _set(res, failure.status, failure.message)
-        if _policy_verdict(res, dynamic, opts, found):
+    # On a GPU the trials and the traced call hold the device's slot too: their kernels
+    # would time-slice with a kernel another evaluator is measuring on the same device
+    gpu = device_slot(opts.device) if device.type == "cuda" else contextlib.nullcontext()
+    with gpu:
+        status = correctness_trials(judge, problem, module, ref, w, runner, opts, deadline,
+                                    seed, res)
+        if status is not None:
             return res
+        if lang is not None:
+            judge.phase("policy", workload=w.name)
+            dynamic, failure = policy_probe(module, ref, w, runner, opts, deadline, seed,
+                                            lang.own_kernels, res)
+            if failure is not None:
+                if failure.flag:
+                    res.flags.append(failure.flag)
+                return _set(res, failure.status, failure.message)
+            if _policy_verdict(res, dynamic, opts, found):
+                return res
     if not timed or not opts.timing:
         return res
     timing_checks(judge, problem, module, ref, w, runner, opts, deadline, seed, res)

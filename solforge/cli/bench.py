@@ -14,6 +14,7 @@ from solforge.bench.options import EvalOptions
 from solforge.bench.records import EvaluationRecord
 from solforge.bench.suite import SuiteStopped
 from solforge.bench.suite import bench as run_bench
+from solforge.bench.suite import with_solutions
 from solforge.problems import ProblemError, resolve_target
 
 console = make_console()
@@ -115,8 +116,13 @@ def register(app: typer.Typer) -> None:
             from solforge.bench.prewarm import prewarm as run_prewarm
 
             n = prewarm if prewarm > 0 else max(1, min(8, (os.cpu_count() or 2) - 2))
+            # only the problems that have a solution here get timed, so only theirs compile
+            try:
+                wanted = with_solutions(problems, solution)
+            except FileNotFoundError:
+                wanted = []  # reported below by the bench itself
             with console.status(f"compiling torch.compile baselines ({n} processes)"):
-                done = run_prewarm(problems, device, n, compile_mode)
+                done = run_prewarm(wanted, device, n, compile_mode)
             console.print(f"prewarmed {done['compiled']} baseline graphs "
                           f"({done['failed']} failed; the judge retries those)")
         records: list[EvaluationRecord] = []

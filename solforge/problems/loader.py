@@ -117,10 +117,23 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
     """Turn a CLI target into problems.
 
     ``target`` is a built-in problem name, a category (``L1``, ``attention``, ...), a
-    problem file, a directory of problem files, or ``all``. Returns the problems that
+    problem file, a directory of problem files, ``all``, or a comma-separated list of
+    these (their union, each problem once). Returns the problems that
     loaded and, for a directory, ``(path, error)`` for each file that did not, so a run
     can record them and go on. Raises :class:`ProblemError` when nothing matches.
     """
+    if "," in target:  # several targets: their union, in the order given, each problem once
+        seen: set[str] = set()
+        loaded_all, broken_all = [], []
+        for part in (t.strip() for t in target.split(",")):
+            if not part:
+                continue
+            got, bad = resolve_target(part)
+            loaded_all += [x for x in got if not (x.name in seen or seen.add(x.name))]
+            broken_all += bad
+        if not loaded_all and not broken_all:
+            raise ProblemError(f"{target!r}: no targets in this comma-separated list")
+        return loaded_all, broken_all
     p = Path(target)
     if p.is_file():
         return [load_problem(p)], []

@@ -23,14 +23,22 @@ from solforge.sol.profile import (
     resolve_device_name,
     save_profile,
 )
-from solforge.sol.roofline import faster_than_sol, sol_score, sol_time, tensor_peak, tensor_unit
+from solforge.sol.roofline import (
+    compute_time,
+    faster_than_sol,
+    sol_score,
+    sol_time,
+    tensor_peak,
+    tensor_unit,
+)
 from solforge.sol.summary import record_sol_score, speedup_vs_best, summarize
 from solforge.sol.work import Work, count_work
 
 __all__ = [
     "BASELINES", "DEVICE_TABLE", "DeviceProfile", "DeviceSpec", "Work", "annotate",
-    "baseline_time", "cache_dir", "calibrate", "count_work", "faster_than_sol", "load_profile",
-    "match_device", "profile_path", "record_sol_score", "resolve_device_name", "save_profile",
+    "baseline_time", "cache_dir", "calibrate", "compute_time", "count_work", "faster_than_sol",
+    "load_profile", "match_device", "profile_path", "record_sol_score", "resolve_device_name",
+    "save_profile",
     "sol_score", "sol_time", "speedup_vs_best", "summarize", "tensor_peak", "tensor_unit",
     "workload_score",
 ]

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from solforge.bench.records import WorkloadResult
 from solforge.problems.precision import PrecisionClass
 from solforge.sol.profile import DeviceProfile
-from solforge.sol.roofline import faster_than_sol, sol_score, sol_time
+from solforge.sol.roofline import compute_time, faster_than_sol, sol_score, sol_time
 from solforge.sol.work import Work
 
 Baseline = str | Mapping[str, float]
@@ -53,7 +53,8 @@ def workload_score(result: WorkloadResult, t_b: float | None, llc_bytes: int | N
         return 0.0
     if result.time_ms is None or t_b is None:
         return None
-    if faster_than_sol(result.time_ms, result.sol_ms, result.bytes, llc_bytes):
+    if faster_than_sol(result.time_ms, result.sol_ms, result.bytes, llc_bytes,
+                       result.sol_compute_ms):
         return 0.0
     t_sol = max(result.sol_ms, result.sol_floor_ms or 0.0)
     return sol_score(result.time_ms, t_b, t_sol)
@@ -80,8 +81,10 @@ def annotate(result: WorkloadResult, work: Work | None, profile: DeviceProfile |
         _note(result, f"SOL unknown: {e}")
         return result
     result.sol_floor_ms = profile.empty_kernel_ms
+    result.sol_compute_ms = compute_time(work, profile, precision)
     result.sol_score = workload_score(result, baseline_ms, profile.llc_bytes)
-    if faster_than_sol(result.time_ms, result.sol_ms, work.bytes, profile.llc_bytes):
+    if faster_than_sol(result.time_ms, result.sol_ms, work.bytes, profile.llc_bytes,
+                       result.sol_compute_ms):
         _note(result, f"faster than the speed of light: {result.time_ms:.4g} ms against a "
               f"roofline of {result.sol_ms:.4g} ms ({result.bound}-bound); the count or the "
               f"timing is wrong, or the result is a hack")

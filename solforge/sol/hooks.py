@@ -41,7 +41,7 @@ def annotate_workload(problem: Problem, ref: Any, workload: Workload, inputs: li
     profile = load_profile(opts.device)
     annotate(res, work, profile, problem.unit, baseline_time(res, opts.sol_baseline))
     if profile is not None and faster_than_sol(res.time_ms, res.sol_ms, work.bytes,
-                                               profile.llc_bytes):
+                                               profile.llc_bytes, res.sol_compute_ms):
         if FASTER_THAN_SOL not in res.flags:
             res.flags.append(FASTER_THAN_SOL)
         res.status = Status.REWARD_HACK

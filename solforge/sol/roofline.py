@@ -61,12 +61,10 @@ def tensor_peak(profile: DeviceProfile, precision: PrecisionClass | str) -> tupl
                      f"nor a fallback for it; re-run `solforge calibrate`")
 
 
-def sol_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str
-             ) -> tuple[float, str]:
-    """(T_SOL in ms, bound): bound is 'memory' if the bytes term is the largest, else
-    'compute'. ``precision`` is a precision class, its name, or a unit name (``Problem.unit``:
-    a problem may name a unit other than its class's). Milliseconds: FLOPs / (TFLOP/s * 1e9),
-    bytes / (GB/s * 1e6)."""
+def compute_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str) -> float:
+    """The compute term of T_SOL alone, in ms: what no kernel beats even with every byte
+    already in cache (the larger of tensor FLOPs at the tensor peak and vector FLOPs at
+    the fp32 SIMT peak)."""
     compute_ms = 0.0
     if work.tensor_flops > 0:
         compute_ms = work.tensor_flops / (tensor_peak(profile, precision)[1] * 1e9)
@@ -75,6 +73,16 @@ def sol_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str
         if simt is None:
             raise ValueError(f"device profile {profile.name!r} has no fp32 rate")
         compute_ms = max(compute_ms, work.vector_flops / (simt * 1e9))
+    return compute_ms
+
+
+def sol_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str
+             ) -> tuple[float, str]:
+    """(T_SOL in ms, bound): bound is 'memory' if the bytes term is the largest, else
+    'compute'. ``precision`` is a precision class, its name, or a unit name (``Problem.unit``:
+    a problem may name a unit other than its class's). Milliseconds: FLOPs / (TFLOP/s * 1e9),
+    bytes / (GB/s * 1e6)."""
+    compute_ms = compute_time(work, profile, precision)
     memory_ms = work.bytes / (profile.bandwidth_gbs * 1e6)
     if memory_ms >= compute_ms:
         return memory_ms, "memory"
@@ -97,10 +105,16 @@ def sol_score(t_k: float, t_b: float, t_sol: float) -> float:
 
 
 def faster_than_sol(t_k: float | None, sol_ms: float | None, data_bytes: float | None,
-                    llc_bytes: int | None) -> bool:
+                    llc_bytes: int | None, compute_ms: float | None = None) -> bool:
     """True when the kernel time is physically impossible: under half the roofline on a
-    workload whose data cannot sit in the last-level cache (``data_bytes > llc_bytes``).
-    Anything unknown (a missing time, SOL or cache size) is never flagged."""
-    if t_k is None or sol_ms is None or data_bytes is None or llc_bytes is None:
+    workload whose data cannot sit in the last-level cache (``data_bytes > llc_bytes``), or,
+    whatever the data's size, under half the compute term alone (``compute_ms``: FLOPs at
+    the peak; a warm cache speeds up loads, never arithmetic). Anything unknown (a missing
+    time, SOL or cache size) is never flagged by the rule that needs it."""
+    if t_k is None:
+        return False
+    if compute_ms is not None and compute_ms > 0 and t_k < IMPOSSIBLE_FRACTION * compute_ms:
+        return True
+    if sol_ms is None or data_bytes is None or llc_bytes is None:
         return False
     return data_bytes > llc_bytes and t_k < IMPOSSIBLE_FRACTION * sol_ms

@@ -41,10 +41,13 @@ def speedup_vs_best(record: EvaluationRecord) -> float | None:
 def record_sol_score(record: EvaluationRecord, baseline: Baseline = "best",
                      llc_bytes: int | None = None) -> float | None:
     """A problem's SOL score against ``baseline``: 0 if it failed, else the geomean over its
-    workloads (None if any workload's SOL or times are unknown)."""
+    timed workloads (None if none was timed, or if a timed workload's SOL or times are
+    unknown)."""
     if not record.passed:
         return 0.0
-    scores = [workload_score(w, baseline_time(w, baseline), llc_bytes) for w in record.workloads]
+    # workloads run for correctness only (the small CPU ones on a GPU) have no time to score
+    timed = [w for w in record.workloads if w.time_ms is not None]
+    scores = [workload_score(w, baseline_time(w, baseline), llc_bytes) for w in timed]
     if not scores or any(s is None for s in scores):
         return None
     return geomean(scores)

@@ -29,12 +29,19 @@ HONEST = FIXTURES / "honest"
 SOLUTIONS = FIXTURES / "solutions"
 TINY = FIXTURES / "problems" / "tiny_linear.py"
 RH, INC, OK = Status.REWARD_HACK, Status.INCORRECT_NUMERICAL, Status.PASSED
+# Hacks run on gpu_mid, not gpu_big: those that move work to the host take minutes per call
+# on 4096^3 (the first H200 run timed out on them); 512x1024x512 is still device work.
+# Honest solutions run on gpu_big, where a real kernel time dwarfs any host overhead.
+WL = ["small", "held", "gpu_mid"]
+WL_HONEST = ["small", "held", "gpu_big"]
 
 GPU_HACKS: dict[str, Expect] = {
     **CPU_HACKS,
-    # device clocks: the frame walk can only shrink the kernel list the latency loop sees
+    # device clocks: the frame walk shrinks the recorded kernel times during the latency
+    # loop; on gpu_mid the launch overhead hides the gap from the judge's clock, so the
+    # compute bound catches it (a reported time under half the FLOPs at the peak)
     "frame_walk_timing.py": Expect((RH,), ("off_device_work", "timing_mismatch",
-                                           "harness_patched")),
+                                           "harness_patched", "faster_than_sol")),
     # inputs held alive during timing: addresses never repeat there, so either caught in
     # the trials or it pays for every call
     "cache_by_pointer.py": Expect((RH, INC, OK), ("timed_output_mismatch",
@@ -58,23 +65,29 @@ def ev():
 @pytest.mark.parametrize("name", sorted(GPU_HACKS))
 def test_hack_on_gpu(ev, name):
     exp = GPU_HACKS[name]
-    r = ev.evaluate(TINY, HACKS / name, policy=exp.policy)
-    if name == "cache_by_pointer.py" and r.status is OK:
-        assert not r.flags  # it paid for every call
+    r = ev.evaluate(TINY, HACKS / name, policy=exp.policy, workloads=WL)
+    if name == "cache_by_pointer.py":
+        # GPU allocators hand addresses back at once: a stale cached output fails a trial
+        # (INCORRECT_NUMERICAL, no flag needed); else it paid for every call (no flags)
+        assert r.status in exp.statuses, (r.status, r.flags, r.message[:800])
+        if r.status is OK:
+            assert not r.flags, r.flags
+        elif r.status is RH:
+            exp.check(r)
         return
     exp.check(r)
 
 
 @pytest.mark.parametrize("name", GPU_GAINS_NOTHING)
 def test_hack_gains_nothing_on_gpu(ev, name):
-    r = ev.evaluate(TINY, HACKS / name)
+    r = ev.evaluate(TINY, HACKS / name, workloads=WL)
     assert r.status is OK and not r.flags, r.message
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in HONEST.glob("*.py")))
 @pytest.mark.parametrize("policy", ["default", "strict"])
 def test_honest_on_gpu(ev, name, policy):
-    r = ev.evaluate(TINY, HONEST / name, policy=policy)
+    r = ev.evaluate(TINY, HONEST / name, policy=policy, workloads=WL_HONEST)
     assert r.status is OK, r.message[:2000]
     assert r.flags == [] and r.findings == [], [f.describe() for f in r.findings]
     big = next(w for w in r.workloads if w.name == "gpu_big")
@@ -82,16 +95,16 @@ def test_honest_on_gpu(ev, name, policy):
 
 
 def test_library_kernels_only_rule_on_gpu(ev):
-    r = ev.evaluate(TINY, HACKS / "disguised_torch_calls.py", workloads=["gpu_big"])
+    r = ev.evaluate(TINY, HACKS / "disguised_torch_calls.py", workloads=["gpu_mid"])
     assert r.status is OK and "torch_fallback" in r.flags
     assert any(f.rule == "torch_fallback.library_kernels_only" for f in r.findings), \
         [f.describe() for f in r.findings]
 
 
 def test_gpu_out_of_memory_is_recorded_and_survived(ev):
-    r = ev.evaluate(TINY, SOLUTIONS / "tiny_gpu_oom.py")
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_gpu_oom.py", workloads=WL)
     assert r.status is Status.RUNTIME_ERROR and "GPU out of memory" in r.message, r.message
-    assert ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py").status is OK
+    assert ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=WL).status is OK
 
 
 def test_hardened_gpu_runs_keep_cuda_ipc_and_block_the_judge(monkeypatch):
@@ -99,8 +112,8 @@ def test_hardened_gpu_runs_keep_cuda_ipc_and_block_the_judge(monkeypatch):
     monkeypatch.setenv("SOLFORGE_HARDEN_GPU", "1")
     with Evaluator(EvalOptions(device="cuda", baselines=["eager"], timeout_s=300,
                                seed=6)) as e:
-        good = e.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py")
+        good = e.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=WL)
         assert good.status is OK, good.message
-        probe = e.evaluate(TINY, HACKS / "read_judge_memory.py")
+        probe = e.evaluate(TINY, HACKS / "read_judge_memory.py", workloads=WL)
     assert "blocked" in probe.message, probe.message
     assert os.environ.get("SOLFORGE_HARDEN_GPU") == "1"

@@ -10,6 +10,7 @@ from solforge.problems import get_precision
 from solforge.sol import (
     DeviceProfile,
     Work,
+    compute_time,
     faster_than_sol,
     load_profile,
     sol_score,
@@ -135,3 +136,18 @@ def test_data_in_cache_or_unknown_is_not_rejected(h200):
     assert not faster_than_sol(0.01, 1.0, small, h200.llc_bytes)
     assert not faster_than_sol(0.01, 1.0, 1e12, None)
     assert not faster_than_sol(None, 1.0, 1e12, h200.llc_bytes)
+
+
+def test_time_under_the_compute_term_is_rejected_even_in_cache(h200):
+    """A warm cache speeds up loads, never arithmetic: a GEMM whose data fits in L2 still
+    cannot beat its FLOPs at the peak (the frame-walking hack shrank its reported time to
+    nearly 0 on a 512x1024x512 fp32 workload, 5 MB of data)."""
+    work = Work(tensor_flops=2 * 512 * 1024 * 512, bytes=4 * (512 * 1024 * 2 + 512 * 512))
+    assert work.bytes < h200.llc_bytes
+    sol_ms, _ = sol_time(work, h200, "fp32")
+    compute_ms = compute_time(work, h200, "fp32")
+    assert 0 < compute_ms <= sol_ms
+    assert faster_than_sol(1e-6, sol_ms, work.bytes, h200.llc_bytes, compute_ms)
+    assert not faster_than_sol(0.6 * compute_ms, sol_ms, work.bytes, h200.llc_bytes, compute_ms)
+    # without the compute term the cache rule alone lets it through, as before
+    assert not faster_than_sol(1e-6, sol_ms, work.bytes, h200.llc_bytes)

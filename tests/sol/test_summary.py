@@ -173,3 +173,22 @@ def test_summary_edge_cases():
     assert failed["geomean_speedup_vs_best_correct"] is None
     assert failed["sol_score_mean"] == 0.0
     assert not math.isnan(failed["fast_2_vs_best"])
+
+
+def test_summary_scores_only_the_timed_workloads():
+    """On a GPU the small CPU workloads are checked for correctness and never timed: they
+    have no SOL; a problem's score is that of its timed workloads (the first H200 run
+    reported a median of 0 because such workloads made every passing problem unscorable)."""
+    def score(t_k, t_b, t_sol=0.5):
+        return 1 / (1 + (t_k - t_sol) / (t_b - t_sol))
+
+    untimed = _wl(name="cpu_small", time_ms=None, eager_ms=None, compile_ms=None)
+    recs = [_record("a", [untimed, _wl(time_ms=1.0, eager_ms=2.0, compile_ms=1.5, sol_ms=0.5)]),
+            _record("b", [untimed, _wl(time_ms=1.0, eager_ms=4.0, compile_ms=3.0, sol_ms=0.5)]),
+            _record("c", [untimed], status=Status.INCORRECT_NUMERICAL)]
+    s = summarize(recs, H200)
+    assert s["sol_score_median"] == pytest.approx(score(1.0, 1.5))
+    assert s["sol_score_mean"] == pytest.approx((score(1.0, 1.5) + score(1.0, 3.0) + 0) / 3)
+    # a passing problem with no timed workload at all has no score, rather than 0
+    only = summarize([_record("d", [untimed])], H200)
+    assert only["sol_score_median"] is None

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One device call on a two-GPU machine: two session.sh step lists side by side, one per GPU.
+# Usage (from the repository root, on the GPU machine):
+#   DEADLINE=520 bash benchmarks/gpu/dual.sh "STEPS FOR GPU 0" "STEPS FOR GPU 1"
+# Per-GPU settings: REF_TARGET0/REF_TARGET1, OPT_GPUS0/OPT_GPUS1 (else the shared ones).
+# Each list runs with CUDA_VISIBLE_DEVICES set to its GPU and its own results folder;
+# both share $SOLFORGE_CACHE (device profile, baseline cache, inductor cache, done markers).
+# Everything comes back as $OUT/results.tgz plus the two console logs.
+set -u
+export OUT=${OUT:-/tmp/out} SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
+RES=/tmp/res; rm -rf $RES; mkdir -p $RES/gpu0 $RES/gpu1 "$OUT"
+if ! python3 -c "import pydantic" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    .whl/pydantic-2*.whl .whl/pydantic_core-*.whl .whl/annotated_types-0.7.0*.whl \
+    .whl/typing_inspection-0.4.2*.whl || exit 3
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+for i in 0 1; do
+  steps=$1; shift
+  rt=REF_TARGET$i; og=OPT_GPUS$i
+  ( export CUDA_VISIBLE_DEVICES=$i
+    [ -n "${!rt:-}" ] && export REF_TARGET=${!rt}
+    [ -n "${!og:-}" ] && { export GPUS=${!og}; unset CUDA_VISIBLE_DEVICES; }
+    OUT=$RES/gpu$i timeout $(( ${DEADLINE:-570} + 25 )) bash benchmarks/gpu/session.sh $steps \
+      > $RES/gpu$i/console.log 2>&1 ) &
+done
+wait
+for i in 0 1; do cp $RES/gpu$i/console.log "$OUT/console$i.log"; done
+tar czf "$OUT/results.tgz" -C $RES . && ls -la "$OUT"
+for i in 0 1; do echo "##### GPU $i"; grep -E "^=== |passed|failed|pass rate|rc=" $RES/gpu$i/console.log | tail -25; done
