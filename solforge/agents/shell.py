@@ -34,7 +34,7 @@ from pathlib import Path
 
 from solforge.bench import sandbox
 from solforge.bench.sandbox import OutputTail, SandboxConfig, kill_tree, runner_env
-from solforge.bench.slots import device_slot
+from solforge.bench.slots import device_slot, slot_env
 
 
 @dataclass
@@ -117,6 +117,8 @@ def run_contained(command: str, cwd: Path, device: str = "cpu", timeout_s: float
         _chown_tree(home, 65534)
         _chown_tree(cwd, 65534)
     env = runner_env(device, home, cfg.extra_env)
+    if hold_slot:  # evaluations the command starts run inside this hold, not after it
+        env.update(slot_env(device))
     netns = cfg.isolate_network and _netns_available()
     slot = device_slot(device) if hold_slot else contextlib.nullcontext(0.0)
     try:

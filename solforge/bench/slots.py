@@ -29,6 +29,10 @@ from collections.abc import Iterator
 from solforge.bench.sandbox import cache_dir
 
 _HELD: dict[str, int] = {}
+# Set for a command run while its parent holds the slot (``slot_env``): the command's own
+# evaluations (an agent running `solforge bench` in its shell) are inside that hold already
+# and must not wait for it, which would be a deadlock until the command's timeout.
+HELD_ENV = "SOLFORGE_SLOT_HELD"
 
 
 def _lock_path(device: str) -> str:
@@ -72,13 +76,26 @@ def held_intervals(device: str, since: float = 0.0) -> list[tuple[float, float]]
     return out
 
 
+def slot_env(device: str) -> dict[str, str]:
+    """Environment for a child process started while this one holds ``device``'s slot."""
+    return {HELD_ENV: _lock_path(device)}
+
+
+def _held_by_parent(path: str) -> bool:
+    return path in os.environ.get(HELD_ENV, "").split(os.pathsep)
+
+
 @contextlib.contextmanager
 def device_slot(device: str, timeout_s: float | None = None) -> Iterator[float]:
     """Hold ``device``'s slot for the block; yields the seconds spent waiting for it.
 
-    Re-entrant within a process (a judge timing both a candidate and its baselines).
+    Re-entrant within a process (a judge timing both a candidate and its baselines), and
+    inside a process tree whose root holds it and said so (``slot_env``).
     """
     path = _lock_path(device)
+    if _held_by_parent(path):
+        yield 0.0
+        return
     if path in _HELD:
         _HELD[path] += 1
         try:

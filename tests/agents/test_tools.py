@@ -130,6 +130,23 @@ def test_run_command_timeout_kills_the_whole_group(tmp_path):
     assert len(flood.output) < 1000 and "bytes of output" in flood.output
 
 
+def test_a_command_runs_inside_its_slot_hold(tmp_path):
+    """A command holds the device's slot while it runs; an evaluation it starts itself (an
+    agent running `solforge bench` in its shell) is inside that hold and must not wait for
+    it. Another process without the hold still waits."""
+    probe = ("python -c \"from solforge.bench.slots import device_slot\n"
+             "with device_slot('cpu', timeout_s=3) as w: print('inside', w)\"")
+    res = run_contained(probe, tmp_path, timeout_s=60)
+    assert res.exit_code == 0 and "inside 0.0" in res.output, res.output
+    alone = run_contained(probe, tmp_path, timeout_s=60, hold_slot=False)
+    assert alone.exit_code == 0, alone.output  # nobody holds it: taken at once
+    from solforge.bench.slots import device_slot
+
+    with device_slot("cpu"):  # held here, without telling the command: it must wait
+        blocked = run_contained(probe, tmp_path, timeout_s=60, hold_slot=False)
+    assert blocked.exit_code != 0 and "TimeoutError" in blocked.output, blocked.output
+
+
 def test_profile_reports_operators(toolbox):
     toolbox.ws.write_file(None, GOOD)
     out = call(toolbox, "profile")

@@ -123,7 +123,7 @@ def test_invalid_reference_random_forward(ev):
 def test_reference_differing_only_in_rounding_is_usable(ev):
     """Last-bit differences between two runs of the reference (atomics, split reductions)
     are within the tolerance: the reference is used, and the record says so."""
-    r = run(ev, "reorder_sum_plain.py", problem=PROBLEMS / "reorder_sum.py")
+    r = run(ev, "reorder_sum_plain.py", problem=PROBLEMS / "reorder_sum.py", timing=False)
     assert r.status is Status.PASSED, r.message
     assert "not bitwise deterministic" in r.workloads[0].message, r.workloads[0].message
 
