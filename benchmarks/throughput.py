@@ -31,6 +31,7 @@ from pathlib import Path
 
 from solforge.bench import slots
 from solforge.bench.evaluator import Evaluator
+from solforge.bench.judge import spare_count
 from solforge.bench.options import EvalOptions
 from solforge.problems import find_builtin
 
@@ -80,7 +81,7 @@ def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
 
 def warm_triton(opts: EvalOptions, count: int) -> dict:
     problem = find_builtin("silu_llama3")
-    times, statuses, phases = [], [], []
+    times, statuses, phases, runner = [], [], [], []
     with Evaluator(opts) as ev:
         for _ in range(count + 1):
             t0 = time.monotonic()
@@ -88,8 +89,10 @@ def warm_triton(opts: EvalOptions, count: int) -> dict:
             times.append(time.monotonic() - t0)
             statuses.append(r.status.value)
             phases.append(r.phase_seconds)
+            runner.append(r.runner_seconds)
     return {"first_s": times[0], "warm_s_median": statistics.median(times[1:]),
-            "warm_s": times[1:], "statuses": statuses, "phase_seconds": phases}
+            "warm_s": times[1:], "statuses": statuses, "phase_seconds": phases,
+            "runner_seconds": runner}
 
 
 def busy_fraction(opts: EvalOptions, workers: int, per_worker: int) -> dict:
@@ -111,9 +114,15 @@ def busy_fraction(opts: EvalOptions, workers: int, per_worker: int) -> dict:
     t1 = time.time()
     for ev in evaluators:
         ev.close()
-    held = _union(slots.held_intervals(opts.device, since=t0), t0, t1)
+    # busy: the slot held for evaluation work; runners' CUDA start-up (also under the
+    # slot, so it never overlaps a timing) is reported beside it, not counted as busy
+    held = _union(slots.held_intervals(opts.device, since=t0, exclude=(slots.RUNNER_START,)),
+                  t0, t1)
+    held_all = _union(slots.held_intervals(opts.device, since=t0), t0, t1)
     return {"workers": workers, "evaluations": workers * per_worker, "wall_s": t1 - t0,
-            "slot_held_s": held, "busy_fraction": held / (t1 - t0)}
+            "slot_held_s": held, "busy_fraction": held / (t1 - t0),
+            "slot_held_with_runner_start_s": held_all,
+            "spares_per_judge": spare_count(opts.device)}
 
 
 def cuda_per_hour(opts: EvalOptions, count: int) -> dict:
@@ -137,7 +146,10 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=5)
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--parts", default="warm,busy,cuda",
+                    help="which measurements, comma-separated: warm, busy, cuda")
     a = ap.parse_args()
+    parts = set(a.parts.split(","))
     opts = EvalOptions(device=a.device, baselines=["eager"], budget_ms=300,
                        workloads="visible")
     out: dict = {"device": a.device, "count": a.count}
@@ -146,11 +158,13 @@ def main() -> None:
         if a.json:
             a.json.write_text(json.dumps(out, indent=1))
 
-    out["warm_triton"] = warm_triton(opts, a.count)
-    save()
-    out["busy"] = busy_fraction(opts, a.workers, a.count)
-    save()
-    if a.device != "cpu":
+    if "warm" in parts:
+        out["warm_triton"] = warm_triton(opts, a.count)
+        save()
+    if "busy" in parts:
+        out["busy"] = busy_fraction(opts, a.workers, a.count)
+        save()
+    if "cuda" in parts and a.device != "cpu":
         out["cuda_cpp"] = cuda_per_hour(opts, a.count * 4)
         save()
     print(json.dumps(out, indent=1))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call on a two-GPU machine: two session.sh step lists side by side, one per GPU.
+# One device call: two session.sh step lists side by side, one per GPU on a two-GPU
+# machine, both on GPU 0 on a one-GPU machine (their timings still queue for its slot).
 # Usage (from the repository root, on the GPU machine):
 #   DEADLINE=520 bash benchmarks/gpu/dual.sh "STEPS FOR GPU 0" "STEPS FOR GPU 1"
 # Per-GPU settings: REF_TARGET0/REF_TARGET1, OPT_GPUS0/OPT_GPUS1 (else the shared ones).
@@ -15,10 +16,12 @@ if ! python3 -c "import pydantic" 2>/dev/null; then
     .whl/typing_inspection-0.4.2*.whl || exit 3
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 for i in 0 1; do
   steps=$1; shift
+  gpu=$i; [ "${NGPU:-0}" -lt 2 ] && gpu=0
   rt=REF_TARGET$i; og=OPT_GPUS$i
-  ( export CUDA_VISIBLE_DEVICES=$i
+  ( export CUDA_VISIBLE_DEVICES=$gpu
     [ -n "${!rt:-}" ] && export REF_TARGET=${!rt}
     [ -n "${!og:-}" ] && { export GPUS=${!og}; unset CUDA_VISIBLE_DEVICES; }
     OUT=$RES/gpu$i timeout $(( ${DEADLINE:-570} + 25 )) bash benchmarks/gpu/session.sh $steps \

@@ -3,12 +3,14 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash benchmarks/gpu/session.sh STEP [STEP ...]
 # Steps: env calibrate waitprofile tests reference examples cute hacks optimize throughput
+#        tpprofile (the warm Triton evaluations under py-spy, from the py-spy wheel in .whl/)
 # DEADLINE (seconds after start, default 570) bounds the open-ended steps; DEVICE=cpu
 # (with REF_TARGET/OPT_TARGET set to a small target) dry-runs the steps on a CPU.
 # A step that ran to its end leaves $SOLFORGE_CACHE/done/<step> and is skipped next time on
 # the same (warm) machine, so a later call can list the same steps and do what is left.
 # REF_TARGET may name several targets (categories, problems), one record file each.
-# TESTS_K selects GPU evaluator tests by pytest -k; GPUS spreads `optimize` over GPUs.
+# TESTS_K selects GPU evaluator tests by pytest -k; GPUS spreads `optimize` over GPUs;
+# OPT_ARGS adds options to `solforge optimize`. `after:STEP` waits for STEP to be done.
 # Needs the pydantic wheels carried in .whl/ (the H200 image lacks pydantic). CuTe DSL needs
 # four wheels (dsl, libs-base, libs-core, libs-cu12; protobuf and cuda-bindings are in the
 # image): .cute1/ holds the first 47 MB of libs-cu12, .cute2/ the rest and the other three.
@@ -108,15 +110,30 @@ for s in "$@"; do
       # the planner's own wall budget ends it in time to verify and export
       timeout $(left) $SF optimize ${OPT_TARGET:-all} --device ${DEVICE:-cuda} --workers ${OPT_WORKERS:-3} \
         ${GPUS:+--gpus $GPUS} --budget-wall-s $(( $(left) > 150 ? $(left) - 75 : 75 )) --run-dir /tmp/optrun --max-units 1 \
-        > "$OUT/optimize.log" 2>&1; echo "optimize rc=$?"; tail -40 "$OUT/optimize.log"
+        ${OPT_ARGS:-} > "$OUT/optimize.log" 2>&1; echo "optimize rc=$?"; tail -40 "$OUT/optimize.log"
       $SF export /tmp/optrun --out /tmp/optexport && cp /tmp/optexport/summary.json "$OUT/optimize_summary.json"
-      $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json" ;;
+      $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json"
+      # the whole run (ledger, solution files) and the export come back too
+      tar czf "$OUT/optimize_run.tgz" -C /tmp optrun optexport 2>/dev/null ;;
+    after:*)
+      # wait (until DEADLINE) for the other stream to finish step ${s#after:}
+      step "$s"
+      while [ ! -e "$DONE/${s#after:}" ] && [ $(left) -gt 30 ]; do sleep 2; done ;;
     throughput)
       done_ throughput && continue
       step throughput
       timeout $(left) python3 benchmarks/throughput.py --device ${DEVICE:-cuda} --workers 3 \
         --count ${TP_COUNT:-5} --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
       rc=$?; tail -30 "$OUT/throughput.log"; finished throughput $rc ;;
+    tpprofile)
+      done_ tpprofile && continue
+      step tpprofile
+      python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl
+      timeout $(left) /tmp/pyspy/bin/py-spy record --subprocesses --nonblocking --rate 50 \
+        --format raw -o "$OUT/tpprofile.txt" -- python3 benchmarks/throughput.py \
+        --device ${DEVICE:-cuda} --parts warm --count ${TP_COUNT:-3} \
+        --json "$OUT/throughput_profiled.json" > "$OUT/tpprofile.log" 2>&1
+      rc=$?; tail -30 "$OUT/tpprofile.log"; finished tpprofile $rc ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -87,30 +87,140 @@ def _median(xs: list[float]) -> float | None:
     return ys[m] if len(ys) % 2 else 0.5 * (ys[m - 1] + ys[m])
 
 
-def time_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list[list[Any]],
-               seeds: list[int], cfg: TimingConfig, opts: EvalOptions,
-               res: WorkloadResult) -> dict[str, dict]:
-    """Time (or fetch cached) baselines; fill the result's eager/compile fields."""
+def _key(problem: Problem, w: Workload, opts: EvalOptions, label: str, cfg: TimingConfig
+         ) -> str:
     from solforge.bench.verdict import device_name
 
+    return baseline_key(problem.content_hash, w.name, w.params_json(),
+                        device_name(opts.device), label,
+                        {"budget_ms": cfg.budget_ms, "max_calls": cfg.max_calls,
+                         "threads": torch.get_num_threads()})
+
+
+def _label(kind: str, opts: EvalOptions) -> str:
+    return "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
+
+
+def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: EvalOptions,
+                      fresh: bool = False) -> list[str]:
+    """The baseline kinds this workload has no cached figure (nor verdict) for."""
+    if fresh or opts.fresh_baselines:
+        return list(opts.baselines)
+    cache = BaselineCache()
+    try:
+        return [k for k in opts.baselines
+                if cache.get(_key(problem, w, opts, _label(k, opts), cfg)) is None]
+    finally:
+        cache.close()
+
+
+def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
+                      pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
+                      opts: EvalOptions, res: WorkloadResult, fresh: bool = False
+                      ) -> dict[str, Any]:
+    """The baselines to time for this workload, compiled and warmed up ahead of timing.
+
+    Runs outside the device's slot: compiling is CPU work, and a reference that
+    ``torch.compile`` cannot settle on (it recompiles on data-dependent values, a Python
+    loop over a batch of lengths, say) once held a GPU's slot for minutes while every other
+    evaluator waited. A compile baseline gets :data:`COMPILE_WARMUP_S` per workload to
+    compile for each input set of the pool; past that it is recorded as unavailable (in
+    the cache too, so the next evaluation does not pay again) and the evaluation goes on.
+    Kinds with a cached figure are left out unless ``fresh``. Its GPU work (the
+    reference's kernels, once per input set) is not in the slot, like ``prewarm``'s.
+    """
+    out: dict[str, Any] = {}
+    cache = BaselineCache()
+    try:
+        for kind in opts.baselines:
+            label = _label(kind, opts)
+            hit = None if fresh or opts.fresh_baselines else cache.get(_key(problem, w, opts,
+                                                                            label, cfg))
+            if hit is not None:
+                if hit.get("unavailable"):
+                    _note(res, f"{label} baseline unavailable: {hit['unavailable']}")
+                continue
+            if kind == "eager":
+                out[kind] = ref
+                continue
+            judge.phase("baseline", workload=w.name, kind=label)
+            try:
+                fn, why = warmed_compile(ref, opts, pool, seeds, torch.device(opts.device))
+            except Exception as e:
+                _note(res, f"{label} baseline failed: {type(e).__name__}: {str(e)[:300]}")
+                continue
+            if fn is None:
+                _note(res, f"{label} baseline unavailable: {why}")
+                if not fresh:
+                    cache.put(_key(problem, w, opts, label, cfg), {"unavailable": why})
+                continue
+            out[kind] = fn
+    finally:
+        cache.close()
+    return out
+
+
+def _note(res: WorkloadResult, note: str) -> None:
+    res.message = (res.message + "; " + note).strip("; ")
+
+
+COMPILE_WARMUP_S = 90.0  # compile time a compile baseline may spend on one workload
+
+
+def warmed_compile(ref: Any, opts: EvalOptions, pool: list[list[Any]], seeds: list[int],
+                   device: torch.device, budget_s: float = COMPILE_WARMUP_S
+                   ) -> tuple[Any, str | None]:
+    """``torch.compile(ref)`` run on every input set of the pool, twice: (fn, None) once
+    a second pass compiles nothing new, else (None, why). Bounded by ``budget_s`` checked
+    between calls (one call's compile can overrun it)."""
+    from torch._dynamo.utils import counters
+
+    fn = baseline_fn(ref, "compile", opts)
+    t0 = time.monotonic()
+    with torch.no_grad():
+        for rnd in range(2):
+            before = counters["stats"]["unique_graphs"]
+            for i, args in enumerate(pool):
+                fn(*fresh_inputs(args, seeds[i % len(seeds)] + 17 * (rnd + 1)))
+                I.synchronize(device)
+                spent = time.monotonic() - t0
+                if spent > budget_s:
+                    return None, (f"torch.compile was still compiling after {spent:.0f} s "
+                                  f"(limit {budget_s:.0f} s per workload)")
+            if rnd == 1 and counters["stats"]["unique_graphs"] > before:
+                return None, ("torch.compile compiled new graphs for inputs it had already "
+                              "seen: its time would include compilation")
+    return fn, None
+
+
+def time_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: list[list[Any]],
+               seeds: list[int], cfg: TimingConfig, opts: EvalOptions,
+               res: WorkloadResult, prepared: dict[str, Any] | None = None) -> dict[str, dict]:
+    """Time (or fetch cached) baselines; fill the result's eager/compile fields.
+
+    ``prepared`` holds the functions :func:`prepare_baselines` made for the kinds without
+    a cached figure; a kind in neither is unavailable (its note is already recorded).
+    """
     device = torch.device(opts.device)
+    prepared = {} if prepared is None else prepared
     cache = BaselineCache()
     found: dict[str, dict] = {}
     try:
         for kind in opts.baselines:
-            label = "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
-            key = baseline_key(problem.content_hash, w.name, w.params_json(),
-                               device_name(opts.device), label,
-                               {"budget_ms": cfg.budget_ms, "max_calls": cfg.max_calls,
-                                "threads": torch.get_num_threads()})
+            label = _label(kind, opts)
+            key = _key(problem, w, opts, label, cfg)
             hit = None if opts.fresh_baselines else cache.get(key)
+            if hit is not None and hit.get("unavailable"):
+                continue
             if hit is None:
+                fn = prepared.get(kind)
+                if fn is None:
+                    continue
                 judge.phase("baseline", workload=w.name, kind=label)
                 try:
-                    hit = time_reference(ref, kind, opts, pool, seeds, cfg, device)
+                    hit = time_fn(fn, pool, seeds, cfg, device)
                 except Exception as e:
-                    note = f"{label} baseline failed: {type(e).__name__}: {str(e)[:300]}"
-                    res.message = (res.message + "; " + note).strip("; ")
+                    _note(res, f"{label} baseline failed: {type(e).__name__}: {str(e)[:300]}")
                     continue
                 cache.put(key, hit)
             found[kind] = hit
@@ -135,9 +245,10 @@ def baseline_fn(ref: Any, kind: str, opts: EvalOptions) -> Any:
     return torch.compile(ref, mode=None if opts.compile_mode == "default" else opts.compile_mode)
 
 
-def time_reference(ref: Any, kind: str, opts: EvalOptions, pool: list[list[Any]],
-                    seeds: list[int], cfg: TimingConfig, device: torch.device) -> dict:
-    fn = baseline_fn(ref, kind, opts)
+def time_fn(fn: Any, pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
+            device: torch.device) -> dict:
+    """One baseline's figures: the timing loop's kernel and latency times, and the judge's
+    wall clock over a batch."""
     with torch.no_grad():
         t: Timing = measure(fn, pool, device, cfg, seeds=seeds)
         host = host_clock(fn, pool, seeds, device, t.median_latency_ms or 0.1)
@@ -168,17 +279,14 @@ def host_clock(fn: Any, pool: list[list[Any]], seeds: list[int], device: torch.d
 class Interleaved:
     """Fresh baselines measured round by round beside the candidate (never cached)."""
 
-    def __init__(self, ref: Any, opts: EvalOptions, pool: list[list[Any]], cfg: TimingConfig,
+    def __init__(self, prepared: dict[str, Any], pool: list[list[Any]], cfg: TimingConfig,
                  device: torch.device) -> None:
+        """``prepared``: :func:`prepare_baselines` with ``fresh=True`` (unavailable kinds
+        are absent; their notes are recorded already)."""
         self.pool, self.cfg, self.device = pool, cfg, device
-        self.fns: dict[str, Any] = {}
+        self.fns: dict[str, Any] = dict(prepared)
         self.lists: dict[str, dict[str, list[float]]] = {}
         self.errors: dict[str, str] = {}
-        for kind in opts.baselines:
-            try:
-                self.fns[kind] = baseline_fn(ref, kind, opts)
-            except Exception as e:
-                self.errors[kind] = f"{type(e).__name__}: {str(e)[:300]}"
 
     def measure(self, seeds: list[int]) -> None:
         for kind, fn in list(self.fns.items()):

@@ -112,6 +112,9 @@ class EvaluationRecord(BaseModel):
     # wall seconds per judge phase (starting, reference, candidate, timing, baseline, ...),
     # as the caller saw them: where an evaluation's time went
     phase_seconds: dict[str, float] = Field(default_factory=dict)
+    # seconds the runner reports for each of its operations (its own clock, so untrusted:
+    # for finding where evaluation time goes, never for a verdict)
+    runner_seconds: dict[str, float] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
 
     model_config = {"populate_by_name": True}

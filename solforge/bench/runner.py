@@ -323,6 +323,32 @@ def _warm_profiler(device: str) -> None:
         pass
 
 
+# Longest a runner's CUDA start-up waits for the device's slot before going ahead anyway
+# (a judge's whole evaluation holds it for seconds; a stuck holder must not stall a spare).
+SLOT_WAIT_S = 120.0
+
+
+def _start_cuda(device: str) -> None:
+    """The GPU stage of start-up (CUDA context, CUPTI's first start), inside the device's
+    slot: a spare starting while another candidate is timed must not disturb the timing."""
+    import torch
+
+    from solforge.bench.slots import RUNNER_START, device_slot
+
+    def start() -> None:
+        torch.cuda.init()
+        torch.cuda.set_device(torch.device(device).index or 0)
+        _warm_profiler(device)
+
+    try:
+        with device_slot(device, timeout_s=SLOT_WAIT_S, purpose=RUNNER_START):
+            start()
+            return
+    except TimeoutError:
+        pass
+    start()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="solforge candidate runner (internal)")
     ap.add_argument("--fd", type=int, required=True)
@@ -339,9 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch._dynamo  # noqa: F401
 
     if a.device.startswith("cuda"):
-        torch.cuda.init()
-        torch.cuda.set_device(torch.device(a.device).index or 0)
-        _warm_profiler(a.device)
+        _start_cuda(a.device)
     serve(channel, a.device)
     sys.stdout.flush()
     os._exit(0)

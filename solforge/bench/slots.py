@@ -33,6 +33,9 @@ _HELD: dict[str, int] = {}
 # evaluations (an agent running `solforge bench` in its shell) are inside that hold already
 # and must not wait for it, which would be a deadlock until the command's timeout.
 HELD_ENV = "SOLFORGE_SLOT_HELD"
+# Purposes a hold is logged with: evaluation work, or a runner's CUDA start-up.
+EVALUATION = "evaluation"
+RUNNER_START = "runner_start"
 
 
 def _lock_path(device: str) -> str:
@@ -49,27 +52,31 @@ def _lock_path(device: str) -> str:
     return str(d / f"{name}.lock")
 
 
-def _log(lock_path: str, start: float, end: float) -> None:
-    """Append the hold to ``<slot>.log`` (wall-clock seconds): how busy a device was."""
+def _log(lock_path: str, start: float, end: float, purpose: str) -> None:
+    """Append the hold to ``<slot>.log`` (wall-clock seconds, pid, purpose): how busy a
+    device was, and with what."""
     log = lock_path[:-len(".lock")] + ".log"
     try:
         # bounded: a busy machine starts a fresh log rather than filling the disk
         mode = "w" if os.path.exists(log) and os.path.getsize(log) > (16 << 20) else "a"
         with open(log, mode) as f:
-            f.write(f"{start:.6f} {end:.6f} {os.getpid()}\n")
+            f.write(f"{start:.6f} {end:.6f} {os.getpid()} {purpose}\n")
     except OSError:
         pass
 
 
-def held_intervals(device: str, since: float = 0.0) -> list[tuple[float, float]]:
-    """The (start, end) wall-clock intervals ``device``'s slot was held, since ``since``."""
+def held_intervals(device: str, since: float = 0.0, exclude: tuple[str, ...] = ()
+                   ) -> list[tuple[float, float]]:
+    """The (start, end) wall-clock intervals ``device``'s slot was held, since ``since``,
+    leaving out holds whose purpose is in ``exclude`` (e.g. ``RUNNER_START``)."""
     log = _lock_path(device)[:-len(".lock")] + ".log"
     out = []
     try:
         with open(log) as f:
             for line in f:
-                a, b, _ = line.split()
-                if float(b) >= since:
+                a, b, _pid, *rest = line.split()
+                purpose = rest[0] if rest else EVALUATION
+                if float(b) >= since and purpose not in exclude:
                     out.append((float(a), float(b)))
     except (OSError, ValueError):
         pass
@@ -81,12 +88,19 @@ def slot_env(device: str) -> dict[str, str]:
     return {HELD_ENV: _lock_path(device)}
 
 
+def held_slot_env(device: str) -> dict[str, str]:
+    """``slot_env`` when this process holds ``device``'s slot now, else nothing: a runner
+    started inside a hold must not wait for it (see ``runner.py``)."""
+    return slot_env(device) if _lock_path(device) in _HELD else {}
+
+
 def _held_by_parent(path: str) -> bool:
     return path in os.environ.get(HELD_ENV, "").split(os.pathsep)
 
 
 @contextlib.contextmanager
-def device_slot(device: str, timeout_s: float | None = None) -> Iterator[float]:
+def device_slot(device: str, timeout_s: float | None = None, purpose: str = EVALUATION
+                ) -> Iterator[float]:
     """Hold ``device``'s slot for the block; yields the seconds spent waiting for it.
 
     Re-entrant within a process (a judge timing both a candidate and its baselines), and
@@ -120,7 +134,7 @@ def device_slot(device: str, timeout_s: float | None = None) -> Iterator[float]:
             yield time.monotonic() - t0
         finally:
             del _HELD[path]
-            _log(path, start, time.time())
+            _log(path, start, time.time(), purpose)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

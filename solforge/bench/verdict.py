@@ -159,6 +159,8 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
                 _fail(rec, res.status, f"workload {w.name}: {res.message}")
                 break
     finally:
+        judge.phase("closing")  # the runner killed, the evaluator's files checked, a spare
+        rec.runner_seconds = {k: round(v, 3) for k, v in runner.op_seconds.items()}
         runner.close()
 
 
@@ -182,8 +184,11 @@ def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w
     except Exception as e:
         return _set(res, Status.INVALID_REFERENCE, f"building the reference failed: "
                     f"{type(e).__name__}: {e}")
-    judge.phase("candidate", workload=w.name)
     try:
+        if not runner.ready:  # a spare still starting: its wait is not the candidate's
+            judge.phase("runner_start", workload=w.name)
+            runner.wait_ready(deadline)
+        judge.phase("candidate", workload=w.name)
         runner.ask({"op": "load", "problem": str(problem.path), "solution": str(solution_path),
                     "params": dict(w.params), "eval_mode": eval_mode,
                     "cpu_threads": opts.cpu_threads}, deadline)

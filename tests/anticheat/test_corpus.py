@@ -70,8 +70,9 @@ CPU_HACKS: dict[str, Expect] = {
     "uninitialised_rows.py": Expect((INC,)),
     "constant_output.py": Expect((INC,)),
     "hardcoded_shape.py": Expect((INC, Status.INCORRECT_SHAPE)),
-    "cache_by_pointer.py": Expect((RH, INC), ("timed_output_mismatch", "batch_output_mismatch",
-                                              "nondeterministic")),
+    # caught wherever an address repeats first: a plain wrong output in the trials, or
+    # flagged in the timed calls (timed/batch_output_mismatch, nondeterministic)
+    "cache_by_pointer.py": Expect((RH, INC)),
     "cache_tolerant_key.py": Expect((RH, INC)),
     "deferred_output.py": caught("timed_output_mismatch", "batch_output_mismatch"),
     "background_thread.py": caught("timed_output_mismatch", "batch_output_mismatch",

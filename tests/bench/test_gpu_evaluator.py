@@ -36,6 +36,20 @@ def test_languages_pass_on_gpu(ev, solution, language):
     assert big.time_ms and big.time_ms > 0.05 and big.kernels
 
 
+def test_runner_cuda_start_up_is_logged_under_the_slot(ev):
+    import time
+
+    from solforge.bench import slots
+
+    t0 = time.time()
+    r = ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py")
+    assert r.status is Status.PASSED, r.message
+    time.sleep(20)  # the spares started after this evaluation finish their CUDA start-up
+    starts = set(slots.held_intervals("cuda", since=t0)) - set(
+        slots.held_intervals("cuda", since=t0, exclude=(slots.RUNNER_START,)))
+    assert starts, "no runner start-up held the device slot"
+
+
 def test_profiler_kernel_time_counts_every_stream():
     x = torch.randn(1 << 26, device="cuda")
     side = torch.cuda.Stream()

@@ -37,7 +37,11 @@ def test_passed_pytorch(ev):
     assert r.speedup_vs_eager is not None
     assert r.to_json()["schema"] == "solforge.evaluation/1"
     # where the time went, phase by phase, adding up to about the whole evaluation
-    assert {"reference", "candidate", "timing"} <= set(r.phase_seconds), r.phase_seconds
+    assert {"reference", "candidate", "timing", "host_clock", "sol"} <= set(r.phase_seconds), \
+        r.phase_seconds
+    # the runner's own time per operation, for diagnosis
+    assert {"load", "run", "time"} <= set(r.runner_seconds), r.runner_seconds
+    assert r.runner_seconds["time"] > 0
     assert all(v >= 0 for v in r.phase_seconds.values())
     assert sum(r.phase_seconds.values()) <= r.duration_s + 1.0
 

@@ -1,0 +1,56 @@
+"""Compile baselines are compiled ahead of timing and bounded: a reference torch.compile
+cannot settle on is recorded as such and the evaluation goes on."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from solforge.bench.baselines import warmed_compile
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.bench.records import Status
+from solforge.bench.reference_solution import reference_solution
+from solforge.problems import load_problem
+from tests.conftest import PROBLEMS
+
+CPU = torch.device("cpu")
+
+
+class _Lengths(nn.Module):
+    """Specialises on the values of ``lens`` (a graph per distinct set), then settles."""
+
+    def forward(self, x, lens):
+        for n in lens.tolist():
+            x = x * 2 + n
+        return x
+
+
+def test_data_dependent_reference_settles_after_one_pass():
+    pool = [[torch.randn(8), torch.randint(1, 5, (4,))] for _ in range(3)]
+    fn, why = warmed_compile(_Lengths(), EvalOptions(device="cpu"), pool, [1, 2, 3], CPU)
+    assert why is None and fn is not None
+    assert torch.equal(fn(*pool[0]), _Lengths()(*pool[0]))
+
+
+def test_compile_over_its_budget_is_unavailable():
+    pool = [[torch.randn(8), torch.randint(1, 5, (4,))]]
+    fn, why = warmed_compile(_Lengths(), EvalOptions(device="cpu"), pool, [1], CPU,
+                             budget_s=0.0)
+    assert fn is None and "still compiling" in why
+
+
+def test_reference_that_recompiles_every_call_gets_no_compile_figure(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))  # no cached figure from elsewhere
+    opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=50, seed=5)
+    problem = load_problem(PROBLEMS / "recompiling_ref.py")
+    with Evaluator(opts) as ev:
+        first = ev.evaluate(problem, reference_solution(problem))
+        again = ev.evaluate(problem, reference_solution(problem))
+    for r in (first, again):  # the second from the cache, without compiling again
+        assert r.status is Status.PASSED, r.message
+        w = r.workloads[0]
+        assert w.eager_ms and w.compile_ms is None
+        assert "compile:default baseline unavailable" in w.message
+        assert "already seen" in w.message
+    assert "baseline" not in again.phase_seconds

@@ -1,0 +1,71 @@
+"""Spare runners: how many a judge keeps, which one a candidate gets, and how the device
+slot's log tells evaluation work from runners' start-up."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from solforge.bench import slots
+from solforge.bench.judge import SPARES_ENV, Judge, spare_count
+
+
+def test_spare_count_follows_the_device_and_the_override(monkeypatch):
+    monkeypatch.delenv(SPARES_ENV, raising=False)
+    assert spare_count("cpu") == 1
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert spare_count("cuda") == 3
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert spare_count("cuda") == 1
+    monkeypatch.setenv(SPARES_ENV, "3")
+    assert spare_count("cpu") == 3
+
+
+def test_judge_keeps_its_pool_full_and_hands_out_the_oldest_spare(monkeypatch):
+    monkeypatch.setenv(SPARES_ENV, "2")
+    judge = Judge("cpu")
+    try:
+        judge.replenish(4096)
+        first, second = judge.spares[4096]
+        assert first.proc.pid != second.proc.pid
+        got = judge.runner(4096)
+        assert got is first and judge.spares[4096] == [second]
+        first.proc.kill()  # a candidate's runner is used once, then killed
+        second.proc.proc.kill()  # a spare that died while waiting is replaced, not handed out
+        second.proc.proc.wait(timeout=10)
+        judge.replenish(4096)
+        pool = judge.spares[4096]
+        assert len(pool) == 2 and second not in pool
+        assert all(h.proc.alive() for h in pool)
+        fresh = judge.runner(4096)
+        fresh.wait_ready(time.monotonic() + 120)  # a spare really serves
+        assert fresh.ask({"op": "exit"}, time.monotonic() + 30)["ok"]
+    finally:
+        judge.close()
+    assert judge.spares == {}
+
+
+def test_slot_holds_are_logged_with_their_purpose(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    t0 = time.time()
+    with slots.device_slot("cpu"):
+        time.sleep(0.05)
+    with slots.device_slot("cpu", purpose=slots.RUNNER_START):
+        time.sleep(0.05)
+    everything = slots.held_intervals("cpu", since=t0)
+    work = slots.held_intervals("cpu", since=t0, exclude=(slots.RUNNER_START,))
+    assert len(everything) == 2 and len(work) == 1
+    assert work[0] == everything[0]
+
+
+def test_a_runner_started_inside_a_hold_is_told_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    assert slots.held_slot_env("cpu") == {}
+    with slots.device_slot("cpu"):
+        env = slots.held_slot_env("cpu")
+    assert env == slots.slot_env("cpu")
+    # a process whose parent holds the slot (said so in its environment) does not take it
+    monkeypatch.setenv(slots.HELD_ENV, env[slots.HELD_ENV])
+    with slots.device_slot("cpu", timeout_s=1):
+        assert slots._lock_path("cpu") not in slots._HELD
