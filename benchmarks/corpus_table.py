@@ -9,7 +9,8 @@ reference evaluated as a candidate::
 
     python benchmarks/corpus_table.py benchmarks/results/2026-12-01-h200/reference_*.json
 
-Not covered: problems whose record has no timed workload (a failed verdict before timing)
+A problem found in several files keeps the record of the last file named (a later run of
+it). Not covered: problems whose record has no timed workload (a failed verdict before timing)
 show their status and no figures.
 """
 
@@ -75,8 +76,10 @@ def main() -> None:
     ap.add_argument("records", nargs="+", type=Path)
     ap.add_argument("--json", type=Path, help="also write the rows here")
     a = ap.parse_args()
-    rows = [row(EvaluationRecord.from_json(d)) for f in a.records
-            for d in json.loads(f.read_text())]
+    # a problem in several files keeps the record of the last file named
+    by_problem = {r["problem"]: r for f in a.records
+                  for r in (row(EvaluationRecord.from_json(d)) for d in json.loads(f.read_text()))}
+    rows = list(by_problem.values())
     print(table(rows))
     med = {k: sorted(x for x in (r[k] for r in rows) if x is not None)
            for k in ("eager_sol", "compile_sol", "compile_score_vs_eager")}

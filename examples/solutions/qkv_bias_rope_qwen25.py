@@ -1,10 +1,13 @@
-"""qkv_bias_rope_qwen25: the q/k/v GEMMs on cuBLAS (torch) without their biases; then
-solforge Triton kernels build cos/sin from the positions (HF's rotary module), add the q/k
-biases and rotate q and k in one launch, and add v's bias.
+"""qkv_bias_rope_qwen25: the q/k/v GEMMs on cuBLAS (torch), q and k with their biases;
+then solforge Triton kernels build cos/sin from the positions (HF's rotary module), rotate
+q and k in one launch, and add v's bias.
 
 The outputs are [batch, heads, seq, head_dim] views of [batch, seq, heads * head_dim]
-memory, as the reference's transposes give. Biases are added to the rounded bf16 GEMM
-outputs (eager's addmm adds them before rounding): one extra rounding, inside tolerance.
+memory, as the reference's transposes give. q's and k's biases stay in the GEMM (addmm adds
+them before rounding, as the reference does): added to the rounded bf16 product instead,
+as ``rotary_embedding(q_bias=...)`` can, the extra rounding was amplified by RoPE's
+cancellation on outlier inputs past the tolerance in about one trial in a few hundred on
+the small CPU workload. v's bias is added after rounding (no rotation follows it).
 """
 
 import torch
@@ -33,9 +36,10 @@ class ModelNew(nn.Module):
         b, s, _ = hidden_states.shape
         d = self.head_dim
         cos, sin = rope_cos_sin(position_ids, self.inv_freq, hidden_states.dtype)
-        q = F.linear(hidden_states, self.q_proj.weight).view(b, s, -1, d).transpose(1, 2)
-        k = F.linear(hidden_states, self.k_proj.weight).view(b, s, -1, d).transpose(1, 2)
-        q, k = rotary_embedding(q, k, cos, sin, q_bias=self.q_proj.bias,
-                                k_bias=self.k_proj.bias)
+        q = F.linear(hidden_states, self.q_proj.weight, self.q_proj.bias)
+        k = F.linear(hidden_states, self.k_proj.weight, self.k_proj.bias)
+        q = q.view(b, s, -1, d).transpose(1, 2)
+        k = k.view(b, s, -1, d).transpose(1, 2)
+        q, k = rotary_embedding(q, k, cos, sin)
         v = bias_act(F.linear(hidden_states, self.v_proj.weight), self.v_proj.bias, None)
         return q, k, v.view(b, s, -1, d).transpose(1, 2)

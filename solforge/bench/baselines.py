@@ -120,14 +120,14 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
                       ) -> dict[str, Any]:
     """The baselines to time for this workload, compiled and warmed up ahead of timing.
 
-    Runs outside the device's slot: compiling is CPU work, and a reference that
-    ``torch.compile`` cannot settle on (it recompiles on data-dependent values, a Python
-    loop over a batch of lengths, say) once held a GPU's slot for minutes while every other
-    evaluator waited. A compile baseline gets :data:`COMPILE_WARMUP_S` per workload to
-    compile for each input set of the pool; past that it is recorded as unavailable (in
-    the cache too, so the next evaluation does not pay again) and the evaluation goes on.
-    Kinds with a cached figure are left out unless ``fresh``. Its GPU work (the
-    reference's kernels, once per input set) is not in the slot, like ``prewarm``'s.
+    The caller holds the device's slot: the warm-up runs the reference's kernels. A
+    reference that ``torch.compile`` cannot settle on (it recompiles on data-dependent
+    values, a Python loop over a batch of lengths, say) once held an H200's slot for more
+    than seven minutes while every other evaluator waited. So a compile baseline gets
+    :data:`COMPILE_WARMUP_S` per workload to compile for each input set of the pool; past
+    that, or when a second pass still compiles, it is recorded as unavailable (in the
+    cache too, so the next evaluation does not pay again) and the evaluation goes on.
+    Kinds with a cached figure are left out unless ``fresh``.
     """
     out: dict[str, Any] = {}
     cache = BaselineCache()

@@ -215,14 +215,16 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
     pool = [I.make_inputs(module, w.params, (seed + 100_003 * (k + 1)) % (2**31), "normal",
                           device) for k in range(POOL_SETS)]
     rounds = max(1, opts.rounds)
-    # baselines compile here, outside the device's slot, with nothing of the candidate
+    # baselines compile here, before the candidate is timed, with nothing of the candidate
     # running and the evaluator's files checked first (see the module docstring); with
     # every figure cached there is nothing to compile and nothing to check
     prep_seeds = [rng.randrange(2**31) for _ in range(POOL_SETS)]
     if missing_baselines(problem, w, cfg, opts, fresh=rounds > 1):
         if (status := _verified(judge, res)) is not None:
             return status
-    with runner.frozen():
+    # in the device's slot, as all GPU work of an evaluation: the warm-up runs the
+    # reference's kernels, which would time-slice with another evaluator's measurement
+    with runner.frozen(), device_slot(opts.device):
         prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg, opts,
                                      res, fresh=rounds > 1)
     judge.phase("timing", workload=w.name)

@@ -33,6 +33,7 @@ constants, and held-out workloads (never read: the verdict judges them).
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -250,9 +251,22 @@ def _build(module: ModuleType, w: Workload, train_mode: bool) -> tuple[nn.Module
                          f"{type(e).__name__}: {e}") from None
 
 
+# torch.fx's tracer keeps process-wide state (its patcher, the wrapped functions) and
+# building on the meta device sets global defaults: two threads tracing at once broke
+# each other's traces ("CURRENT_PATCHER is None in finally block", values lost). The
+# planner's workers are threads of one process, so tracing is one at a time.
+_TRACE_LOCK = threading.Lock()
+
+
 def trace_workload(module: ModuleType, w: Workload, train_mode: bool = False
                    ) -> tuple[fx.Graph, nn.Module]:
     """One workload's graph with example values, and the meta model it was traced on."""
+    with _TRACE_LOCK:
+        return _trace_workload(module, w, train_mode)
+
+
+def _trace_workload(module: ModuleType, w: Workload, train_mode: bool
+                    ) -> tuple[fx.Graph, nn.Module]:
     model, inputs = _build(module, w, train_mode)
     _tag_attributes(model)
     tracer = _ValueTracer(model, inputs)

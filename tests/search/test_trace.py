@@ -131,3 +131,32 @@ def test_python_branch_on_a_size_is_a_trace_error(tmp_path):
     p = load_problem(problem)
     with pytest.raises(TraceError, match="control flow"):
         trace_reference(p, import_file(p.path))
+
+
+def test_workers_tracing_at_once_do_not_break_each_other():
+    """The planner's workers are threads of one process; torch.fx keeps process-wide
+    state, so unguarded traces failed on the H200 run with three workers."""
+    import threading
+
+    from solforge.search.trace import trace_workload
+
+    names = ["rmsnorm_llama3", "linear_fp32_vit_mlp", "causal_mha_eager_llama2",
+             "layernorm_whisper"]
+    errors: list[str] = []
+
+    def work(name: str) -> None:
+        p = find_builtin(name)
+        module = import_file(p.path, prefix="solforge_reference")
+        for _ in range(3):
+            for w in p.workloads:
+                try:
+                    trace_workload(module, w)
+                except Exception as e:  # noqa: BLE001 - collected and asserted below
+                    errors.append(f"{name}/{w.name}: {e}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

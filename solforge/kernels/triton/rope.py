@@ -106,6 +106,11 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: t
     ``positions`` [B, S] (int), they are caches [P, Dt] indexed by position. Dt is D or
     D // 2. vLLM's flat layout, q as [T, Hq * D], is
     ``q.view(1, T, Hq, D).transpose(1, 2)`` with ``positions.view(1, T)``.
+
+    ``q_bias``/``k_bias`` [H * D] are added before the rotation, to ``q``/``k`` as given:
+    when those are already-rounded low-precision GEMM outputs, that is one rounding more
+    than a GEMM that adds its bias (addmm), and the rotation's cancellation can amplify it
+    past a bf16 tolerance on outlier inputs. Keep the bias in the GEMM where it must match.
     """
     if q.dim() != 4 or k.dim() != 4:
         raise ValueError("q and k must be [batch, heads, seq, head_dim]")
