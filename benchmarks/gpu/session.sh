@@ -107,9 +107,10 @@ for s in "$@"; do
     optimize)
       step optimize
       rm -rf /tmp/optrun /tmp/optexport
-      # the planner's own wall budget ends it in time to verify and export
+      # the planner's own wall budget ends it OPT_MARGIN s (default 180) before the
+      # deadline: problems in flight still run their verdict and re-measurement past it
       timeout $(left) $SF optimize ${OPT_TARGET:-all} --device ${DEVICE:-cuda} --workers ${OPT_WORKERS:-3} \
-        ${GPUS:+--gpus $GPUS} --budget-wall-s $(( $(left) > 150 ? $(left) - 75 : 75 )) --run-dir /tmp/optrun --max-units 1 \
+        ${GPUS:+--gpus $GPUS} --budget-wall-s $(( $(left) > ${OPT_MARGIN:-180} + 60 ? $(left) - ${OPT_MARGIN:-180} : 60 )) --run-dir /tmp/optrun --max-units 1 \
         ${OPT_ARGS:-} > "$OUT/optimize.log" 2>&1; echo "optimize rc=$?"; tail -40 "$OUT/optimize.log"
       $SF export /tmp/optrun --out /tmp/optexport && cp /tmp/optexport/summary.json "$OUT/optimize_summary.json"
       $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json"

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solforge.bench import sandbox
-from solforge.bench.sandbox import OutputTail, SandboxConfig, kill_tree, runner_env
+from solforge.bench.output_tail import OutputTail
+from solforge.bench.sandbox import SandboxConfig, kill_tree, runner_env
 from solforge.bench.slots import device_slot, slot_env
 
 

@@ -29,211 +29,23 @@ reference (judge died while building the reference) from anything else.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-import time
 import traceback
-from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
 from solforge.bench.guard import FileGuard, describe
+from solforge.bench.handle import RunnerFailure, RunnerHandle
 from solforge.bench.options import EvalOptions
-from solforge.bench.proctree import adopted_orphans, cpu_seconds, kill_tree, reap_all
-from solforge.bench.slots import held_slot_env
+from solforge.bench.proctree import adopted_orphans, kill_tree, reap_all
 from solforge.bench.sandbox import (
     RunnerProcess,
     SandboxConfig,
     become_subreaper,
     protect_judge,
 )
-
-
-class RunnerFailure(Exception):
-    """The runner failed an operation; carries the status the record should get."""
-
-    def __init__(self, status: str, message: str, fatal: bool = False,
-                 flag: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.fatal = fatal
-        self.flag = flag
-
-
-class RunnerHandle:
-    """Talks to one runner with a deadline and a host-memory watchdog."""
-
-    def __init__(self, proc: RunnerProcess, memory_mb: int) -> None:
-        self.proc = proc
-        self.memory_mb = memory_mb
-        self.ready = False
-        self.op_seconds: dict[str, float] = {}  # the runner's own time per operation
-        self.sent_at = self.replied_at = 0.0  # perf_counter around the last request
-        self.watch_idle = False
-        self.idle_cpu_s = 0.0
-        self.idle_wall_s = 0.0
-        self._idle_mark: tuple[float, float] | None = None
-
-    def start_idle_watch(self) -> None:
-        """From now on, count the CPU the runner burns between replies and requests."""
-        self.watch_idle = True
-        self.idle_cpu_s = self.idle_wall_s = 0.0
-        self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
-
-    def idle_probe(self, seconds: float) -> None:
-        """Wait ``seconds`` with the runner idle, so a busy background thread shows."""
-        time.sleep(seconds)
-        self._close_idle_window()
-        self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
-
-    def _close_idle_window(self) -> None:
-        if self.watch_idle and self._idle_mark is not None:
-            t0, c0 = self._idle_mark
-            self.idle_wall_s += time.monotonic() - t0
-            self.idle_cpu_s += max(0.0, cpu_seconds(self.proc.processes()) - c0)
-        self._idle_mark = None
-
-    def wait_ready(self, deadline: float) -> None:
-        if not self.ready:
-            msg = self._recv(deadline, "starting")
-            if msg.get("op") != "ready":
-                raise RunnerFailure("RUNTIME_ERROR", "the runner did not start")
-            self.ready = True
-
-    def ask(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
-        self.wait_ready(deadline)
-        self._close_idle_window()
-        self.sent_at = time.perf_counter()
-        try:
-            self.proc.channel.send(msg)
-        except (OSError, BrokenPipeError) as e:
-            raise self._died(f"while sending {msg.get('op')}: {e}") from None
-        reply = self._recv(deadline, msg.get("op", "?"))
-        self.replied_at = time.perf_counter()
-        op = str(msg.get("op", "?"))
-        try:
-            self.op_seconds[op] = self.op_seconds.get(op, 0.0) + float(reply.get("elapsed_s", 0))
-        except (TypeError, ValueError):
-            pass
-        if self.proc.hit_process_limit():
-            self._watchdog(msg.get("op", "?"))
-        if self.watch_idle:
-            self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
-        if not reply.get("ok"):
-            detail = reply.get("message", "")
-            tb = reply.get("traceback")
-            if tb:
-                detail = f"{detail}\n{tb}"
-            raise RunnerFailure(reply.get("status", "RUNTIME_ERROR"), detail,
-                                bool(reply.get("fatal")), reply.get("flag"))
-        return reply
-
-    def _recv(self, deadline: float, what: str) -> dict[str, Any]:
-        from solforge.bench.channel import ChannelError
-
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.proc.kill()
-                raise RunnerFailure("TIMEOUT", f"no answer to '{what}' before the time limit;"
-                                    " the candidate was killed")
-            if self.proc.channel.poll(min(remaining, 0.25)):
-                try:
-                    return self.proc.channel.recv()
-                except ChannelError as e:
-                    if not self.proc.alive() or "hung up" in str(e):
-                        raise self._died(f"during '{what}'") from None
-                    self.proc.kill()
-                    raise RunnerFailure("REWARD_HACK", f"the runner sent a forged message: {e}",
-                                        flag="forged_message") from None
-            if not self.proc.alive():
-                self._watchdog(what)
-                raise self._died(f"during '{what}'")
-            self._watchdog(what)
-
-    def _watchdog(self, what: str) -> None:
-        """Kill the runner when it exceeds a limit: processes, output, host memory."""
-        cfg = self.proc.config
-        procs = self.proc.processes()
-        if len(procs) - 1 > cfg.max_processes or self.proc.hit_process_limit():
-            self.proc.kill()
-            raise RunnerFailure("RUNTIME_ERROR", f"process limit: the candidate started more "
-                                f"than {cfg.max_processes} processes (or {cfg.max_tasks} "
-                                f"tasks) during '{what}', a fork bomb; it was killed with all "
-                                "of them")
-        if cfg.output_mb and self.proc.output.total > cfg.output_mb << 20:
-            self.proc.kill()
-            raise RunnerFailure("RUNTIME_ERROR", f"output flood: the candidate wrote more than "
-                                f"{cfg.output_mb} MiB to stdout/stderr during '{what}'; it was "
-                                f"killed.\n{self.proc.output.text()[-1500:]}")
-        if self.memory_mb and self.proc.rss_mb(procs) > self.memory_mb:
-            copies = _copies(self.proc.pid, procs)
-            self.proc.kill()
-            if copies >= 16:  # copies of the runner itself: forks, not compilers
-                raise RunnerFailure("RUNTIME_ERROR", f"process limit: the candidate started "
-                                    f"{len(procs) - 1} processes holding over "
-                                    f"{self.memory_mb} MiB during '{what}', a fork bomb; it "
-                                    "was killed with all of them")
-            across = f" across {len(procs)} processes" if len(procs) > 1 else ""
-            raise RunnerFailure("RUNTIME_ERROR", f"host memory exhausted: over "
-                                f"{self.memory_mb} MiB resident{across} during '{what}'; the "
-                                "candidate was killed")
-
-    def _died(self, when: str) -> RunnerFailure:
-        time.sleep(0.05)
-        how = self.proc.describe_exit()
-        out = self.proc.output.text().strip()
-        tail = out[-3000:] if out else "(no output)"
-        return RunnerFailure("RUNTIME_ERROR", f"the candidate process {how} {when}.\n{tail}",
-                             fatal=True)
-
-    @contextlib.contextmanager
-    def frozen(self) -> Iterator[None]:
-        """Stop every process of the runner (SIGSTOP) for the block: while the judge times
-        baselines nothing of the candidate runs (no noisy neighbour, no file written
-        under the judge's lazy imports). The runner is idle then; it resumes unchanged."""
-        stopped = [p for p in self.proc.processes() if _signal(p, signal.SIGSTOP)]
-        try:
-            yield
-        finally:
-            for p in stopped:
-                _signal(p, signal.SIGCONT)
-            self._idle_mark = None  # frozen time is not idle time
-
-    def close(self) -> None:
-        if self.proc.alive():
-            try:
-                self.proc.channel.send({"op": "exit"})
-            except Exception:
-                pass
-        self.proc.kill()
-
-
-def _signal(pid: int, sig: int) -> bool:
-    try:
-        os.kill(pid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def _copies(runner: int, procs: list[int]) -> int:
-    """How many of ``procs`` are forked copies of the ``runner`` process: the same
-    command name and not exec'd into a compiler (a fork bomb's children; resident memory
-    counts their shared pages once each, so the memory limit trips before the count)."""
-    from pathlib import Path
-
-    def comm(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().split("(", 1)[1].rsplit(")", 1)[0]
-        except (OSError, IndexError):
-            return ""
-
-    own = comm(runner)
-    return sum(1 for p in procs if p != runner and own and comm(p) == own)
+from solforge.bench.slots import held_slot_env
 
 
 def _preload(device: str) -> None:

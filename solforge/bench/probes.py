@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from solforge.bench import inputs as I
-from solforge.bench.judge import RunnerFailure, RunnerHandle
+from solforge.bench.handle import RunnerFailure, RunnerHandle
 from solforge.bench.options import EvalOptions
 from solforge.bench.policy import AtenTrace, aten_trace, coverage_finding, reference_finding
 from solforge.bench.records import Finding, Status, WorkloadResult

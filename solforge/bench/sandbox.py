@@ -49,13 +49,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from solforge.bench import cgroups
 from solforge.bench.channel import Channel, socket_pair
+from solforge.bench.output_tail import OutputTail
 from solforge.bench.proctree import (  # noqa: F401 (re-exported: older imports use sandbox)
     MANAGED,
     adopted_orphans,
@@ -251,38 +251,6 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
         env["TRITON_INTERPRET"] = "1"
     env.update(extra)
     return env
-
-
-class OutputTail:
-    """Keeps the first and last bytes a process writes; a flood costs only CPU."""
-
-    def __init__(self, stream, head: int = 8192, tail: int = 32768) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-        self._limits = (head, tail)
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream) -> None:
-        head, tail = self._limits
-        while True:
-            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
-            if not chunk:
-                break
-            self.total += len(chunk)
-            if len(self.head) < head:
-                self.head += chunk[: head - len(self.head)]
-            self.tail += chunk
-            if len(self.tail) > tail:
-                del self.tail[: len(self.tail) - tail]
-
-    def text(self) -> str:
-        self._thread.join(timeout=0.5)
-        if self.total <= len(self.head) + 1:
-            return self.head.decode(errors="replace")
-        return (self.head.decode(errors="replace") + f"\n... [{self.total} bytes of output]"
-                " ...\n" + self.tail.decode(errors="replace"))
 
 
 class RunnerProcess:

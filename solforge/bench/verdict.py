@@ -32,8 +32,9 @@ import torch
 from solforge.bench import inputs as I
 from solforge.bench import policy
 from solforge.bench.baselines import library_versions
-from solforge.bench.checks import correctness_trials, timing_checks
-from solforge.bench.judge import Judge, RunnerFailure, RunnerHandle
+from solforge.bench.checks import timing_checks
+from solforge.bench.handle import RunnerFailure, RunnerHandle
+from solforge.bench.judge import Judge
 from solforge.bench.options import EvalOptions
 from solforge.bench.probes import policy_probe
 from solforge.bench.records import EvaluationRecord, Finding, Status, WorkloadResult
@@ -41,6 +42,7 @@ from solforge.bench.reference_solution import is_reference_solution
 from solforge.bench.sandbox import cache_dir
 from solforge.bench.slots import device_slot
 from solforge.bench.solution import Language, SolutionError, get_language, load_solution
+from solforge.bench.trials import correctness_trials
 from solforge.problems.loader import import_file, load_problem
 from solforge.problems.spec import Problem, ProblemError, Workload
 
