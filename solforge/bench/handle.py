@@ -53,7 +53,7 @@ class RunnerHandle:
         """From now on, count the CPU the runner burns between replies and requests."""
         self.watch_idle = True
         self.idle_cpu_s = self.idle_wall_s = 0.0
-        self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
+        self._open_idle_window()
 
     def idle_probe(self, seconds: float) -> None:
         """Wait ``seconds`` with the runner idle, so a busy background thread shows."""
@@ -61,7 +61,7 @@ class RunnerHandle:
             self._open_idle_window()
         time.sleep(seconds)
         self._close_idle_window()
-        self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
+        self._open_idle_window()
 
     def _open_idle_window(self) -> None:
         self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
@@ -98,7 +98,7 @@ class RunnerHandle:
         if self.proc.hit_process_limit():
             self._watchdog(msg.get("op", "?"))
         if self.watch_idle:
-            self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))
+            self._open_idle_window()
         if not reply.get("ok"):
             detail = reply.get("message", "")
             tb = reply.get("traceback")
