@@ -116,9 +116,10 @@ def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: Ev
 
 def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
                       pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
-                      opts: EvalOptions, res: WorkloadResult, fresh: bool = False
-                      ) -> dict[str, Any]:
-    """The baselines to time for this workload, compiled and warmed up ahead of timing.
+                      opts: EvalOptions, res: WorkloadResult, kinds: list[str],
+                      fresh: bool = False) -> dict[str, Any]:
+    """The baselines ``kinds`` (those :func:`missing_baselines` found), compiled and
+    warmed up ahead of timing.
 
     The caller holds the device's slot: the warm-up runs the reference's kernels. A
     reference that ``torch.compile`` cannot settle on (it recompiles on data-dependent
@@ -126,20 +127,14 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
     than seven minutes while every other evaluator waited. So a compile baseline gets
     :data:`COMPILE_WARMUP_S` per workload to compile for each input set of the pool; past
     that, or when a second pass still compiles, it is recorded as unavailable (in the
-    cache too, so the next evaluation does not pay again) and the evaluation goes on.
-    Kinds with a cached figure are left out unless ``fresh``.
+    cache too, so the next evaluation does not pay again; unless ``fresh``) and the
+    evaluation goes on.
     """
     out: dict[str, Any] = {}
     cache = BaselineCache()
     try:
-        for kind in opts.baselines:
+        for kind in kinds:
             label = _label(kind, opts)
-            hit = None if fresh or opts.fresh_baselines else cache.get(_key(problem, w, opts,
-                                                                            label, cfg))
-            if hit is not None:
-                if hit.get("unavailable"):
-                    _note(res, f"{label} baseline unavailable: {hit['unavailable']}")
-                continue
             if kind == "eager":
                 out[kind] = ref
                 continue
@@ -211,6 +206,7 @@ def time_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: 
             key = _key(problem, w, opts, label, cfg)
             hit = None if opts.fresh_baselines else cache.get(key)
             if hit is not None and hit.get("unavailable"):
+                _note(res, f"{label} baseline unavailable: {hit['unavailable']}")
                 continue
             if hit is None:
                 fn = prepared.get(kind)

@@ -78,14 +78,16 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
     # running and the evaluator's files checked first (see the module docstring); with
     # every figure cached there is nothing to compile and nothing to check
     prep_seeds = [rng.randrange(2**31) for _ in range(POOL_SETS)]
-    if missing_baselines(problem, w, cfg, opts, fresh=rounds > 1):
+    missing = missing_baselines(problem, w, cfg, opts, fresh=rounds > 1)
+    prepared: dict[str, Any] = {}
+    if missing:
         if (status := _verified(judge, res)) is not None:
             return status
-    # in the device's slot, as all GPU work of an evaluation: the warm-up runs the
-    # reference's kernels, which would time-slice with another evaluator's measurement
-    with runner.frozen(), device_slot(opts.device):
-        prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg, opts,
-                                     res, fresh=rounds > 1)
+        # in the device's slot, as all GPU work of an evaluation: the warm-up runs the
+        # reference's kernels, which would time-slice with another evaluator's measurement
+        with runner.frozen(), device_slot(opts.device):
+            prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg,
+                                         opts, res, missing, fresh=rounds > 1)
     judge.phase("timing", workload=w.name)
     runner.start_idle_watch()
     try:
