@@ -2,7 +2,7 @@
 # One device call: builds, checks and times what the named steps ask, results under $OUT.
 # Usage (on the GPU machine, from the repository root):
 #   bash benchmarks/gpu/session.sh STEP [STEP ...]
-# Steps: env calibrate waitprofile tests reference examples cute hacks optimize throughput
+# Steps: env calibrate waitprofile tests reference examples cute hacks probe optimize throughput
 #        tpprofile (the warm Triton evaluations under py-spy, from the py-spy wheel in .whl/)
 # DEADLINE (seconds after start, default 570) bounds the open-ended steps; DEVICE=cpu
 # (with REF_TARGET/OPT_TARGET set to a small target) dry-runs the steps on a CPU.
@@ -32,8 +32,11 @@ DONE=$SOLFORGE_CACHE/done; mkdir -p "$DONE"
 # done STEP: true when STEP already ran to its end on this machine; finished STEP RC marks it
 done_() { if [ -e "$DONE/$1" ]; then echo "=== $1 already done on this machine"; return 0; fi; return 1; }
 finished() { if [ "$2" = 0 ]; then touch "$DONE/$1"; fi; echo "=== $1 rc=$2 ($(( $(date +%s) - T0 ))s)"; }
-# seconds left before DEADLINE (seconds after start; default 570), at least 30
-left() { local l=$(( ${DEADLINE:-570} - ($(date +%s) - T0) )); echo $(( l > 30 ? l : 30 )); }
+# seconds left before DEADLINE (seconds after start; default 570), at least 1; a step
+# that starts with less than 30 s left is skipped (`late`): on 2026-12-01 two steps given a
+# 30 s floor each ran the call past its 600 s limit and every result of it was lost
+left() { local l=$(( ${DEADLINE:-570} - ($(date +%s) - T0) )); echo $(( l > 1 ? l : 1 )); }
+late() { if [ "$(left)" -lt 30 ]; then echo "=== $1 skipped: $(left) s left before DEADLINE"; return 0; fi; return 1; }
 for s in "$@"; do
   case "$s" in
     env)
@@ -42,11 +45,11 @@ for s in "$@"; do
         python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
         date -u; } 2>&1 ;;
     tests)
-      done_ tests && continue
+      done_ tests && continue; late tests && continue
       step tests
       set -o pipefail
       SOLFORGE_TEST_FAILURES="$OUT/gpu_test_failures.log" \
-      timeout $(left) python3 -m pytest -q -rP -p no:cacheprovider --timeout 150 ${TESTS_K:+-k "$TESTS_K"} \
+      timeout -k 10 $(left) python3 -m pytest -q -rP -p no:cacheprovider --timeout 150 ${TESTS_K:+-k "$TESTS_K"} \
         tests/bench/test_gpu_evaluator.py tests/sol/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
       finished tests $?; set +o pipefail ;;
     waitprofile)
@@ -60,20 +63,24 @@ for s in "$@"; do
     reference)
       for t in ${REF_TARGET:-all}; do
         done_ "reference_$t" && continue
+        late "reference $t" && continue
         step "reference $t"
-        timeout $(left) $SF bench "$t" --solution reference --device ${DEVICE:-cuda} --budget-ms 150 \
-          --timeout 120 --json "$OUT/reference_$t.json" > "$OUT/reference_$t.log" 2>&1
-        rc=$?; tail -70 "$OUT/reference_$t.log"
+        # a comma in a file name keeps it from coming back from the device
+        n=${t//,/_}
+        timeout -k 10 $(left) $SF bench "$t" --solution reference --device ${DEVICE:-cuda} --budget-ms 150 \
+          --timeout 120 --json "$OUT/reference_$n.json" > "$OUT/reference_$n.log" 2>&1
+        rc=$?; tail -70 "$OUT/reference_$n.log"
         # exit 1 means some record did not pass: the bench still ran to its end
         [ $rc -le 1 ] && rc=0; finished "reference_$t" $rc
       done ;;
     examples)
       for d in examples/solutions examples/solutions/cuda_cpp; do
         n=$(basename $d); done_ "examples_$n" && continue
+        late "examples $d" && continue
         step "examples $d"
         # EX_TARGET narrows the Triton examples; the language folders run whole
         tgt=${EX_TARGET:-all}; [ "$d" != examples/solutions ] && tgt=all
-        timeout $(left) $SF bench $tgt --solution $d --device ${DEVICE:-cuda} --budget-ms 150 \
+        timeout -k 10 $(left) $SF bench $tgt --solution $d --device ${DEVICE:-cuda} --budget-ms 150 \
           --json "$OUT/examples_$n.json" > "$OUT/examples_$n.log" 2>&1
         rc=$?; tail -40 "$OUT/examples_$n.log"; [ $rc -le 1 ] && rc=0; finished "examples_$n" $rc
       done ;;
@@ -89,29 +96,48 @@ for s in "$@"; do
           /tmp/cute/nvidia_cutlass_dsl_libs_cu12-*.whl .cute2/nvidia_cutlass_dsl-*.whl \
           .cute2/nvidia_cutlass_dsl_libs_base-*.whl .cute2/nvidia_cutlass_dsl_libs_core-*.whl
         export PYTHONPATH=/tmp/cutepkg:/tmp/cutepkg/nvidia_cutlass_dsl/python_packages:/tmp/cutepkg/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH
-        python3 -c "import cutlass.cute" && timeout $(left) $SF bench residual_gate_flux \
+        python3 -c "import cutlass.cute" && timeout -k 10 $(left) $SF bench residual_gate_flux \
           --solution examples/solutions/cute_dsl/residual_gate_flux.py --device ${DEVICE:-cuda} \
           --json "$OUT/cute.json" > "$OUT/cute.log" 2>&1
         rc=$?; tail -20 "$OUT/cute.log"; [ $rc -le 1 ] && rc=0; finished cute $rc
       fi ;;
     hacks)
-      done_ hacks && continue
+      done_ hacks && continue; late hacks && continue
       step hacks
       set -o pipefail
       # pytest-xdist (in the H200 image): evaluations overlap, timings still queue for the
       # device slot; SOLFORGE_TEST_FAILURES gets each failure as it happens
       xd=""; python3 -c "import xdist" 2>/dev/null && xd="-n ${HACK_JOBS:-4}"
-      SOLFORGE_TEST_FAILURES="$OUT/anticheat_failures.log" timeout $(left) python3 -m pytest -q -rf \
+      SOLFORGE_TEST_FAILURES="$OUT/anticheat_failures.log" timeout -k 10 $(left) python3 -m pytest -q -rf \
         -p no:cacheprovider --timeout 200 $xd -m gpu tests/anticheat 2>&1 | tee "$OUT/anticheat_gpu.log" | tail -30
       finished hacks $?; set +o pipefail ;;
+    probe)
+      # PROBE_CASES (FIXTURE:WORKLOADS ...): anti-cheat fixtures alone, whole records kept
+      done_ probe && continue; late probe && continue
+      step probe
+      timeout -k 10 $(left) python3 benchmarks/gpu/probe_fixtures.py --device ${DEVICE:-cuda} \
+        --json "$OUT/probe.json" ${PROBE_CASES:-hacks/background_spinner.py:small,held,gpu_mid} \
+        > "$OUT/probe.log" 2>&1
+      rc=$?; tail -30 "$OUT/probe.log"; finished probe $rc ;;
     optimize)
+      late optimize && continue
       step optimize
+      # OPT_RESUME=1 goes on with the run directory a previous call left on this machine
+      # (or one unpacked from OPT_FROM, an optimize_run.tgz of an earlier session)
+      if [ -n "${OPT_FROM:-}" ] && [ ! -d /tmp/optrun ]; then tar xzf "$OPT_FROM" -C /tmp optrun; fi
+      if [ -n "${OPT_RESUME:-}${OPT_FROM:-}" ] && [ -d /tmp/optrun ]; then
+        rm -rf /tmp/optexport
+        timeout -k 10 $(left) $SF optimize --resume /tmp/optrun --workers ${OPT_WORKERS:-3} \
+          ${GPUS:+--gpus $GPUS} --budget-wall-s $(( $(left) > ${OPT_MARGIN:-180} + 60 ? $(left) - ${OPT_MARGIN:-180} : 60 )) --max-units 1 \
+          ${OPT_ARGS:-} > "$OUT/optimize.log" 2>&1; echo "optimize rc=$?"; tail -40 "$OUT/optimize.log"
+      else
       rm -rf /tmp/optrun /tmp/optexport
       # the planner's own wall budget ends it OPT_MARGIN s (default 180) before the
       # deadline: problems in flight still run their verdict and re-measurement past it
-      timeout $(left) $SF optimize ${OPT_TARGET:-all} --device ${DEVICE:-cuda} --workers ${OPT_WORKERS:-3} \
+      timeout -k 10 $(left) $SF optimize ${OPT_TARGET:-all} --device ${DEVICE:-cuda} --workers ${OPT_WORKERS:-3} \
         ${GPUS:+--gpus $GPUS} --budget-wall-s $(( $(left) > ${OPT_MARGIN:-180} + 60 ? $(left) - ${OPT_MARGIN:-180} : 60 )) --run-dir /tmp/optrun --max-units 1 \
         ${OPT_ARGS:-} > "$OUT/optimize.log" 2>&1; echo "optimize rc=$?"; tail -40 "$OUT/optimize.log"
+      fi
       $SF export /tmp/optrun --out /tmp/optexport && cp /tmp/optexport/summary.json "$OUT/optimize_summary.json"
       $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json"
       # the whole run (ledger, solution files) and the export come back too
@@ -121,16 +147,16 @@ for s in "$@"; do
       step "$s"
       while [ ! -e "$DONE/${s#after:}" ] && [ $(left) -gt 30 ]; do sleep 2; done ;;
     throughput)
-      done_ throughput && continue
+      done_ throughput && continue; late throughput && continue
       step throughput
-      timeout $(left) python3 benchmarks/throughput.py --device ${DEVICE:-cuda} --workers 3 \
+      timeout -k 10 $(left) python3 benchmarks/throughput.py --device ${DEVICE:-cuda} --workers 3 \
         --count ${TP_COUNT:-5} --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
       rc=$?; tail -30 "$OUT/throughput.log"; finished throughput $rc ;;
     tpprofile)
-      done_ tpprofile && continue
+      done_ tpprofile && continue; late tpprofile && continue
       step tpprofile
       python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl
-      timeout $(left) /tmp/pyspy/bin/py-spy record --subprocesses --nonblocking --rate 50 \
+      timeout -k 10 $(left) /tmp/pyspy/bin/py-spy record --subprocesses --nonblocking --rate 50 \
         --format raw -o "$OUT/tpprofile.txt" -- python3 benchmarks/throughput.py \
         --device ${DEVICE:-cuda} --parts warm --count ${TP_COUNT:-3} \
         --json "$OUT/throughput_profiled.json" > "$OUT/tpprofile.log" 2>&1

@@ -11,12 +11,14 @@ code the candidate could have rewritten); it measures the candidate with its own
 over a batch of back-to-back calls ending in a synchronize and an output check, and
 compares that clock with the runner's figures (``probes.clock_check``); it watches the CPU
 the runner burns between requests (``probes.idle_check``); last, the speed-of-light
-annotation.
+annotation (its counting run of the reference inside the slot, like every kernel the judge
+launches for the timing: the input pool, the baselines' warm-up).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -71,8 +73,13 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
     device = torch.device(opts.device)
     cfg = _timing_config(opts)
     rng = random.Random(seed ^ 0x5EED)
-    pool = [I.make_inputs(module, w.params, (seed + 100_003 * (k + 1)) % (2**31), "normal",
-                          device) for k in range(POOL_SETS)]
+
+    def make_pool() -> list[list[Any]]:
+        # generated on the device: under the slot, like every GPU kernel of the judge's
+        return [I.make_inputs(module, w.params, (seed + 100_003 * (k + 1)) % (2**31),
+                              "normal", device) for k in range(POOL_SETS)]
+
+    pool: list[list[Any]] | None = None
     rounds = max(1, opts.rounds)
     # baselines compile here, before the candidate is timed, with nothing of the candidate
     # running and the evaluator's files checked first (see the module docstring); with
@@ -86,25 +93,29 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
         # in the device's slot, as all GPU work of an evaluation: the warm-up runs the
         # reference's kernels, which would time-slice with another evaluator's measurement
         with runner.frozen(), device_slot(opts.device):
+            pool = make_pool()
             prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg,
                                          opts, res, missing, fresh=rounds > 1)
     judge.phase("timing", workload=w.name)
     runner.start_idle_watch()
     try:
-        return _timing(judge, problem, ref, w, runner, opts, deadline, seed, res, pool, cfg,
-                       rng, rounds, device, prepared)
+        return _timing(judge, problem, ref, w, runner, opts, deadline, seed, res,
+                       pool or make_pool, cfg, rng, rounds, device, prepared)
     finally:
         runner.watch_idle = False
 
 
 def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: RunnerHandle,
             opts: EvalOptions, deadline: float, seed: int, res: WorkloadResult,
-            pool: list[list[Any]], cfg: TimingConfig, rng: random.Random, rounds: int,
-            device: torch.device, prepared: dict[str, Any]) -> Status | None:
+            pool_or_maker: list[list[Any]] | Callable[[], list[list[Any]]],
+            cfg: TimingConfig, rng: random.Random, rounds: int, device: torch.device,
+            prepared: dict[str, Any]) -> Status | None:
     kernel: list[float] = []
     latency: list[float] = []
     base: dict[str, dict] = {}
+    work: Any = None
     with device_slot(opts.device):
+        pool = pool_or_maker if isinstance(pool_or_maker, list) else pool_or_maker()
         interleaved = None
         if rounds > 1:
             if (status := _verified(judge, res)) is not None:
@@ -162,6 +173,12 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
             # overhead is measured again now, beside the candidate, before the gap counts
             with runner.frozen():
                 base = {**base, "eager_now": time_fn(ref, pool, seeds, cfg, device)}
+        if status is None:
+            # counting runs the reference once on the device: still inside the slot, the
+            # runner frozen (the judge's own work is not the runner's idle time)
+            judge.phase("sol", workload=w.name)
+            with runner.frozen():
+                work = _count_work(problem, ref, w, pool[0])
     if status is not None:
         return status
     idle = probes.idle_check(runner, res)
@@ -172,8 +189,7 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
         res.speedup_vs_eager = res.eager_ms / res.time_ms
     if res.time_ms and res.compile_ms:
         res.speedup_vs_compile = res.compile_ms / res.time_ms
-    judge.phase("sol", workload=w.name)
-    _speed_of_light(problem, ref, w, pool[0], opts, res)
+    _speed_of_light(problem, ref, w, pool[0], opts, res, work)
     return None
 
 
@@ -261,10 +277,18 @@ def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: Eva
     return None
 
 
+def _count_work(problem: Problem, ref: Any, w: Workload, inputs: list[Any]) -> Any:
+    try:
+        from solforge.sol.hooks import count_workload
+    except ImportError:
+        return None
+    return count_workload(problem, ref, w, inputs)
+
+
 def _speed_of_light(problem: Problem, ref: Any, w: Workload, inputs: list[Any],
-                    opts: EvalOptions, res: WorkloadResult) -> None:
+                    opts: EvalOptions, res: WorkloadResult, work: Any) -> None:
     try:
         from solforge.sol.hooks import annotate_workload
     except ImportError:
         return
-    annotate_workload(problem, ref, w, inputs, opts, res)
+    annotate_workload(problem, ref, w, inputs, opts, res, work)

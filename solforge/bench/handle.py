@@ -55,13 +55,19 @@ class RunnerHandle:
         self.idle_cpu_s = self.idle_wall_s = 0.0
         self._open_idle_window()
 
-    def idle_probe(self, seconds: float) -> None:
-        """Wait ``seconds`` with the runner idle, so a busy background thread shows."""
+    def idle_probe(self, seconds: float) -> tuple[float, float]:
+        """Wait ``seconds`` with the runner idle, so a busy background thread shows; the
+        probe's own (CPU, wall) seconds: a window in which the judge does nothing either,
+        so a loaded machine takes less of a spinning thread's core than in the others."""
         if self.watch_idle and self._idle_mark is None:
             self._open_idle_window()
+        self._close_idle_window()
+        self._open_idle_window()
+        cpu0, wall0 = self.idle_cpu_s, self.idle_wall_s
         time.sleep(seconds)
         self._close_idle_window()
         self._open_idle_window()
+        return self.idle_cpu_s - cpu0, self.idle_wall_s - wall0
 
     def _open_idle_window(self) -> None:
         self._idle_mark = (time.monotonic(), cpu_seconds(self.proc.processes()))

@@ -45,6 +45,7 @@ CPU_MIN_GAP_MS = 0.01   # ... and the gap must exceed this plus the reference's 
 IDLE_PROBE_S = 0.15     # explicit idle wait at the end of a workload's timing
 IDLE_MIN_CPU_S = 0.05   # background CPU below this is noise
 IDLE_MAX_SHARE = 0.5    # ... and so is less than half a core over the idle windows
+IDLE_PROBE_MIN_CPU_S = 0.04  # the probe's window alone: most of its 0.15 s on a core
 
 
 def flag(res: WorkloadResult, name: str, message: str,
@@ -144,13 +145,22 @@ def clock_check(res: WorkloadResult, base: dict[str, dict], device: str) -> Stat
     return flag(res, *gap) if gap else None
 
 
+def _busy(cpu: float, wall: float, min_cpu: float) -> bool:
+    return cpu >= min_cpu and cpu > IDLE_MAX_SHARE * wall
+
+
 def idle_check(runner: RunnerHandle, res: WorkloadResult) -> Status | None:
     """Flag CPU burnt by the runner while it had no request (see the module docstring)."""
-    runner.idle_probe(IDLE_PROBE_S)
+    probe_cpu, probe_wall = runner.idle_probe(IDLE_PROBE_S)
     cpu, wall = runner.idle_cpu_s, runner.idle_wall_s
     runner.watch_idle = False
-    if cpu < IDLE_MIN_CPU_S or cpu <= IDLE_MAX_SHARE * wall:
-        return None
+    res.idle_cpu_s, res.idle_wall_s = round(cpu, 4), round(wall, 4)
+    # all the idle windows, or the probe's alone: elsewhere the judge works meanwhile, and
+    # on a loaded machine (2 cores in CI) a spinning thread then got under half a core
+    if not _busy(cpu, wall, IDLE_MIN_CPU_S):
+        if not _busy(probe_cpu, probe_wall, IDLE_PROBE_MIN_CPU_S):
+            return None
+        cpu, wall = probe_cpu, probe_wall
     return flag(res, "background_work",
                 f"the candidate's processes used {cpu:.2f} s of CPU in {wall:.2f} s during "
                 "which the runner had no request (after its calls had returned): work "

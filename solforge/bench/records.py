@@ -73,6 +73,11 @@ class WorkloadResult(BaseModel):
     time_spread: float | None = Field(
         None, description="(p75 - p25) / median of the kernel times: the run's own noise")
     timed_calls: int = 0
+    idle_cpu_s: float | None = Field(
+        None, description="CPU seconds the candidate's processes used while the runner had "
+        "no request during this workload's timing (the background_work check)")
+    idle_wall_s: float | None = Field(
+        None, description="wall seconds of those idle windows")
     eager_ms: float | None = None
     compile_ms: float | None = None
     speedup_vs_eager: float | None = None

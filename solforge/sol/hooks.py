@@ -1,7 +1,9 @@
 """The evaluator's entry into this package: annotate one timed workload with its SOL.
 
-``solforge.bench.checks`` calls :func:`annotate_workload` after a workload's timing and
-baselines. It counts the reference's work on the timing inputs (declared counts win), loads
+``solforge.bench.checks`` calls :func:`count_workload` while it still holds the device's
+slot (counting runs the reference once on the device: its kernels would time-slice with
+another evaluator's measurement), then :func:`annotate_workload` after a workload's timing
+and baselines. It counts the reference's work on the timing inputs (declared counts win), loads
 the device's ceilings, fills the SOL fields, and turns a physically impossible time into
 ``REWARD_HACK`` with the flag ``faster_than_sol`` (EVALUATION.md: a candidate measured below
 T_SOL is flagged, never rewarded).
@@ -19,7 +21,7 @@ from solforge.bench.records import Status, WorkloadResult
 from solforge.sol.annotate import annotate, baseline_time
 from solforge.sol.profile import load_profile
 from solforge.sol.roofline import faster_than_sol
-from solforge.sol.work import count_work
+from solforge.sol.work import Work, count_work
 
 if TYPE_CHECKING:
     from solforge.bench.options import EvalOptions
@@ -28,15 +30,27 @@ if TYPE_CHECKING:
 FASTER_THAN_SOL = "faster_than_sol"
 
 
-def annotate_workload(problem: Problem, ref: Any, workload: Workload, inputs: list[Any],
-                      opts: EvalOptions, res: WorkloadResult) -> None:
-    """Fill ``res``'s SOL fields; mark it REWARD_HACK if its time is faster than light."""
+def count_workload(problem: Problem, ref: Any, workload: Workload, inputs: list[Any]
+                   ) -> Work | str:
+    """The reference's work on ``inputs`` (declared counts win), or why it could not be
+    counted. Runs the reference once on the inputs' device."""
     try:
-        work = count_work(ref, inputs).with_declared(problem.declared_flops(workload),
+        return count_work(ref, inputs).with_declared(problem.declared_flops(workload),
                                                      problem.declared_bytes(workload))
-    except Exception as e:  # a reference the counter cannot run: SOL unknown, not a failure
+    except Exception as e:  # noqa: BLE001  (a reference the counter cannot run: SOL unknown)
+        return f"{type(e).__name__}: {e}"
+
+
+def annotate_workload(problem: Problem, ref: Any, workload: Workload, inputs: list[Any],
+                      opts: EvalOptions, res: WorkloadResult,
+                      work: Work | str | None = None) -> None:
+    """Fill ``res``'s SOL fields; mark it REWARD_HACK if its time is faster than light.
+    ``work`` is :func:`count_workload`'s answer when the caller counted already."""
+    if work is None:
+        work = count_workload(problem, ref, workload, inputs)
+    if isinstance(work, str):
         res.message = (f"{res.message}; " if res.message else "") + (
-            f"SOL unknown: counting the reference failed ({type(e).__name__}: {e})")
+            f"SOL unknown: counting the reference failed ({work})")
         return
     profile = load_profile(opts.device)
     annotate(res, work, profile, problem.unit, baseline_time(res, opts.sol_baseline))
