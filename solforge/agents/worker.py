@@ -75,7 +75,9 @@ class WorkerResult(BaseModel):
     problem: str
     status: str = Field(description="the loop's exit: submitted, limits_exceeded, ...")
     message: str = ""
-    verdict: str | None = Field(None, description="status of the full verdict, if any")
+    verdict: str | None = Field(None, description="status of the verdict on all workloads, "
+                                "if any (this worker's ``full``, the search worker's "
+                                "``final``)")
     attempt: int | None = Field(None, description="the attempt the verdict is about")
     auto_submitted: bool = False
     speedup_vs_eager: float | None = None

@@ -90,6 +90,12 @@ def register(app: typer.Typer) -> None:
                                              "evaluations per problem and unit"),
         compile_seconds: float = typer.Option(900.0, help="search agent: seconds of builds, "
                                               "compilation and checks per problem and unit"),
+        explore_budget_ms: float = typer.Option(
+            250.0, help="search agent: timed-loop budget per workload (ms) while exploring; "
+            "the winner's final re-measurement uses the evaluator's full budget"),
+        explore_max_calls: int = typer.Option(
+            50, help="search agent: timed calls per workload while exploring, at most "
+            "(at least 10)"),
         families: str = typer.Option(None, help="search agent: candidate families to use, "
                                      "e.g. library,compile (default: all)"),
         policy: str = typer.Option("default", help="default or strict"),
@@ -150,8 +156,14 @@ def register(app: typer.Typer) -> None:
                         "search": {"max_candidates": max_candidates,
                                    "gpu_seconds": search_seconds,
                                    "compile_seconds": compile_seconds,
+                                   "explore_budget_ms": explore_budget_ms,
+                                   "explore_max_calls": explore_max_calls,
                                    "families": [f.strip() for f in families.split(",")]
                                    if families else None}}
+            if "search" in agents:
+                from solforge.search import SearchConfig
+
+                SearchConfig(**settings["search"])  # a bad value fails before the run exists
         except (ProblemError, FileNotFoundError, ValueError) as e:
             console.print(f"[red]solforge optimize: {e}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None

@@ -20,8 +20,10 @@ from solforge.problems.spec import Problem
 def search_agent(**settings: Any):
     from solforge.search import SearchConfig, run_search_worker
 
+    base = SearchConfig(**settings)  # a bad setting fails when the planner is built
+
     def unit_fn(run: Run, problem: Problem, evaluator: CachedEvaluator, unit: Unit) -> Any:
-        cfg = SearchConfig(**{**settings, "worker": unit.worker})
+        cfg = base.model_copy(update={"worker": unit.worker})
         return run_search_worker(run, problem, evaluator, cfg)
 
     return unit_fn

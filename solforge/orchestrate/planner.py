@@ -28,7 +28,9 @@ attempts. When one is spent no new unit starts; running units finish.
 
 Before reporting, every problem whose best verdict is not already a re-measured one gets
 its **final verification**: the winner evaluated again on all workloads in a fresh runner,
-interleaved with fresh baselines (``rounds``), recorded as kind ``final``.
+interleaved with fresh baselines (``rounds``), recorded as kind ``final``. The search
+worker's verdicts already are such re-measurements (kind ``final``): the problems that get
+one are those whose best is a ``full`` verdict (an LLM worker's).
 
 Not covered: several machines (see docs/SCALE.md for the Ray seam: a worker is a function
 of (run, problem, evaluator, unit); a Ray backend runs it in an actor and ships results

@@ -125,16 +125,18 @@ class Run:
 
     def verdicts(self) -> list[Any]:
         """One record per problem of the run: its best passing verdict, else its latest
-        verdict, else a record saying there is none (so summaries count it as failed)."""
+        verdict (``final``: the search worker's, the planner's re-measurement; ``full``: an
+        LLM worker's), else its latest evaluation, else a record saying there is none (so
+        summaries count it as failed)."""
         from solforge.bench.records import EvaluationRecord, Status
 
         out = []
         for p in self.ledger.problems():
             best = self.ledger.best(p["name"])
             if best is None:
-                full = self.ledger.evaluations(p["name"], kind="full") or \
-                    self.ledger.evaluations(p["name"])
-                best = full[-1] if full else None
+                every = self.ledger.evaluations(p["name"])
+                verdicts = [e for e in every if e["kind"] in ("final", "full")]
+                best = (verdicts or every or [None])[-1]
             if best is not None:
                 out.append(EvaluationRecord.from_json(best["record"]))
             else:

@@ -8,20 +8,27 @@ evaluator, the best kept and re-measured. No model, no key, no network.
 2. **Explore** on the visible workloads (``workloads="visible"``, as an agent sees them):
    each candidate is an attempt in the ledger (agent ``search``, its levers, its reasoning,
    its parent), its file frozen at ``run.solution_path(problem, attempt)``, its record a
-   ``visible`` evaluation. Skipped: a family after ``family_failures`` failed candidates, a
-   candidate whose parent failed, anything past a budget (``SearchConfig``).
-3. **Verdict**: the best passing candidate by ``speedup_vs_best`` (geomean over workloads
-   of min(eager, compile) / time) is judged on every workload, held-out ones included
-   (``full``); if it fails there the next one is tried (``verdict_tries``).
-4. **Re-measure**: the maximum of several noisy timings is biased upwards, so the winner is
-   evaluated again in a fresh runner with ``rounds`` interleaved rounds of candidate and
-   fresh baselines (``final``). That figure is the one reported.
+   ``visible`` evaluation, timed with the smaller ``explore_budget_ms`` and
+   ``explore_max_calls`` (these figures only rank candidates). Skipped: a family after
+   ``family_failures`` failed candidates, a candidate whose parent failed, anything past a
+   budget (``SearchConfig``).
+3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
+   ``speedup_vs_best`` (geomean over workloads of min(eager, compile) / time) is evaluated
+   on every workload, held-out ones included, in a fresh runner with ``rounds``
+   interleaved rounds of candidate and fresh baselines, with the evaluator's own timing
+   budget (``final``); if it fails, the next one is tried (``verdict_tries``). Why one
+   evaluation: a fresh-process interleaved evaluation on all workloads is both the
+   verdict (correctness and anti-cheat checks on every workload) and the honest figure
+   (the best of several noisy figures is biased upwards, so the one that ranked the
+   winner is never reported); a separate verdict before it would judge the same
+   workloads again, at full cost. The first ``final`` that passes is the result, and its
+   figure the one reported.
 
-Budgets are per problem and cover the exploration; the verdict and the re-measurement
-always run. ``gpu_seconds`` counts the wall time of the candidate evaluations (on a CPU,
-the CPU's); ``compile_seconds`` counts the time the evaluator spends building, loading
-and checking candidates (its ``build`` and ``candidate`` phases: imports, Triton JIT,
-``torch.compile``, correctness trials), measured from its phase messages.
+Budgets are per problem and cover the exploration; the verdict always runs.
+``gpu_seconds`` counts the wall time of the candidate evaluations (on a CPU, the CPU's);
+``compile_seconds`` counts the time the evaluator spends building, loading and checking
+candidates (its ``build`` and ``candidate`` phases: imports, Triton JIT, ``torch.compile``,
+correctness trials), measured from its phase messages.
 
 When nothing beats the baselines the result says so: the kept solution is then the
 reference itself or its compiled form, with a speedup near or below 1. Under the
@@ -31,12 +38,16 @@ code instead) are not evaluated, since that policy rejects them.
 
 Resuming (``resume``): candidates a search worker judged before on this problem (same
 source) keep their attempts and evaluations, free of this call's budget, so a later unit
-goes on where an earlier one stopped; a verdict or re-measurement already recorded is
-reused.
+goes on where an earlier one stopped; a ``final`` already recorded is reused. A ledger of
+an older version of this worker (a ``full`` verdict, then a separate ``final``): a failing
+``full`` counts as that candidate's failed verdict; a passing one without its ``final``
+gets the ``final`` now (its figure was never re-measured).
 
 Not covered: several search workers on one problem at the same moment (they may judge
 the same candidate twice); spending leftover budget on more variants of the winner (the
-candidate list is fixed once generated).
+candidate list is fixed once generated); ranking by figures of one timing budget when a
+resumed run mixes visible records of different budgets (an older version timed them with
+the evaluator's full budget).
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from solforge.agents.worker import WorkerResult
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.records import EvaluationRecord
+from solforge.bench.timing import TimingConfig
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
@@ -78,9 +90,20 @@ class SearchConfig(BaseModel):
     family_failures: int = Field(
         2, ge=1, description="failed candidates after which a family's others are skipped")
     verdict_tries: int = Field(
-        2, ge=1, description="passing candidates given the full verdict, best first, until "
-        "one passes it")
-    rounds: int = Field(3, ge=1, description="interleaved rounds of the final re-measurement")
+        2, ge=1, description="passing candidates given the final verdict (all workloads, "
+        "re-measured), best first, until one passes it")
+    rounds: int = Field(3, ge=1, description="interleaved rounds of the final verdict's "
+                        "re-measurement")
+    explore_budget_ms: float = Field(
+        250.0, gt=0, description="timed-loop budget per workload while exploring (never "
+        "more than the evaluator's own): exploring only ranks candidates, which needs less "
+        "precision than the reported figure; the final verdict re-measures the winner with "
+        "the evaluator's full budget")
+    explore_max_calls: int = Field(
+        50, ge=TimingConfig.min_calls, description="timed calls per workload while "
+        "exploring, at most (never more than the evaluator's own; at least the timing's "
+        "minimum of calls): ranking needs less precision than the reported figure, which "
+        "the final verdict measures with the evaluator's full count")
     resume: bool = Field(True, description="reuse earlier search attempts and evaluations "
                          "of the same source on this problem (a later unit goes on where "
                          "an earlier one stopped)")
@@ -180,6 +203,25 @@ class _Search:
                 return EvaluationRecord.from_json(e["record"])
         return None
 
+    def verdict(self, attempt: int) -> EvaluationRecord:
+        """The attempt's ``final`` evaluation (all workloads, a fresh runner, ``rounds``
+        interleaved rounds with fresh baselines, the evaluator's own timing budget),
+        recorded earlier or run now. A failing ``full`` verdict recorded by an older
+        version of this worker stands for it (the candidate failed on some workload); a
+        passing one does not, since its figure was never re-measured."""
+        old = self.earlier(attempt, "full")
+        if old is not None and not old.passed and self.earlier(attempt, "final") is None:
+            return old
+        return self.evaluate(attempt, "final", workloads="all", rounds=self.config.rounds,
+                             fresh_baselines=True)
+
+    def explore_timing(self) -> dict[str, Any]:
+        """The timing overrides of the exploring evaluations: the config's, capped by the
+        evaluator's own (exploring never times longer than the verdict)."""
+        opts = self.evaluator.options
+        return {"budget_ms": min(self.config.explore_budget_ms, opts.timing_budget_ms()),
+                "max_calls": min(self.config.explore_max_calls, opts.max_calls)}
+
     def evaluate(self, attempt: int, kind: str, **overrides: Any) -> EvaluationRecord:
         found = self.earlier(attempt, kind)
         if found is not None:
@@ -252,33 +294,30 @@ def _search(s: _Search) -> WorkerResult:
         led.set_problem_state(name, "failed")
         s.event("worker_finished", status="failed", message=msg)
         return result.model_copy(update={"status": "failed", "message": msg})
-    winner, full = None, None
+    winner, final = None, None
     for c in ranked[:config.verdict_tries]:
-        full = s.evaluate(s.attempts[c.name], "full", workloads="all")
-        if full.passed:
+        final = s.verdict(s.attempts[c.name])
+        if final.passed:
             winner = c
             break
     if winner is None:
-        assert full is not None
-        msg = f"the best candidates failed the full verdict: {full.message[:300]}"
+        assert final is not None
+        msg = f"the best candidates failed the final verdict: {final.message[:300]}"
         led.set_problem_state(name, "exhausted")
-        s.event("worker_finished", status="finished", message=msg, verdict=full.status.value)
+        s.event("worker_finished", status="finished", message=msg, verdict=final.status.value)
         return result.model_copy(update={
-            "status": "finished", "message": msg, "verdict": full.status.value,
+            "status": "finished", "message": msg, "verdict": final.status.value,
             "attempt": s.attempts[ranked[0].name]})
     attempt = s.attempts[winner.name]
-    final = s.evaluate(attempt, "final", workloads="all", rounds=config.rounds,
-                       fresh_baselines=True)
-    reported = final if final.passed else full
-    msg = _summary(winner, s.visible[winner.name], full, final)
+    msg = _summary(winner, s.visible[winner.name], final)
     led.set_problem_state(name, "converged")
     s.event("worker_finished", status="finished", message=msg, attempt=attempt,
-            candidate=winner.name, levers=winner.levers, verdict=full.status.value,
-            final=final.status.value, speedup_vs_best=speedup_vs_best(reported.to_json()))
+            candidate=winner.name, levers=winner.levers, verdict=final.status.value,
+            speedup_vs_best=speedup_vs_best(final.to_json()))
     return result.model_copy(update={
-        "status": "finished", "message": msg, "verdict": full.status.value,
-        "attempt": attempt, "speedup_vs_eager": reported.speedup_vs_eager,
-        "speedup_vs_compile": reported.speedup_vs_compile, "sol_score": reported.sol_score})
+        "status": "finished", "message": msg, "verdict": final.status.value,
+        "attempt": attempt, "speedup_vs_eager": final.speedup_vs_eager,
+        "speedup_vs_compile": final.speedup_vs_compile, "sol_score": final.sol_score})
 
 
 def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, tried: int,
@@ -323,7 +362,8 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                 s.event("candidate", candidate=c.name, attempt=attempt, family=c.family,
                         levers=c.levers, cost=c.cost)
                 start = time.monotonic()
-                record = s.evaluate(attempt, "visible", workloads="visible")
+                record = s.evaluate(attempt, "visible", workloads="visible",
+                                    **s.explore_timing())
                 clock.stop()  # the last phase ends with the evaluation
                 spent += time.monotonic() - start
                 tried += 1
@@ -341,13 +381,9 @@ def _x(v: float | None) -> str:
     return f"{v:.2f}x" if v is not None else "n/a"
 
 
-def _summary(winner: Candidate, visible: EvaluationRecord, full: EvaluationRecord,
-             final: EvaluationRecord) -> str:
+def _summary(winner: Candidate, visible: EvaluationRecord, final: EvaluationRecord) -> str:
     seen = speedup_vs_best(visible.to_json())
-    measured = speedup_vs_best((final if final.passed else full).to_json())
-    again = (f"re-measured over interleaved rounds: {_x(measured)}" if final.passed
-             else f"the re-measurement did not pass ({final.status.value}); full verdict "
-                  f"{_x(measured)}")
+    measured = speedup_vs_best(final.to_json())
     if not winner.levers:
         head = "no candidate beat the reference; kept the reference itself"
     elif measured is not None and measured < 1.0:
@@ -355,4 +391,5 @@ def _summary(winner: Candidate, visible: EvaluationRecord, full: EvaluationRecor
                 f"({', '.join(winner.levers)})")
     else:
         head = f"kept `{winner.name}` ({', '.join(winner.levers)})"
-    return f"{head}: {_x(seen)} vs the best baseline on the visible workloads, {again}"
+    return (f"{head}: {_x(seen)} vs the best baseline on the visible workloads (ranking "
+            f"timing), {_x(measured)} on all workloads re-measured over interleaved rounds")

@@ -1,8 +1,11 @@
 """A run killed with SIGKILL in the middle of its work resumes without losing or redoing
-finished evaluations. The run is the real `solforge optimize` in its own process group."""
+finished evaluations. The run is the real `solforge optimize` in its own process group.
+And the search worker resumes a ledger an older version of it wrote (a ``full`` verdict,
+then a separate ``final``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -11,7 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from solforge.orchestrate.run import Run
+from solforge.bench.evaluator import Evaluator
+from solforge.bench.options import EvalOptions
+from solforge.orchestrate.run import Run, RunSpec
+from solforge.problems import load_problem
+from solforge.search import SearchConfig, run_search_worker
 from tests.agents.conftest import GOOD
 from tests.agents.loopback import Reply, Request, ScriptedServer
 from tests.conftest import PROBLEMS
@@ -46,6 +53,13 @@ def evaluations(run_dir: Path) -> list[tuple[str, str]]:
         db.close()
 
 
+def wait_for_evaluation(proc: subprocess.Popen, run_dir: Path) -> None:
+    deadline = time.time() + 240
+    while time.time() < deadline and not evaluations(run_dir):
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.1)
+
+
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     run_dir = tmp_path / "run"
     common = ["--agent", "llm", "--model", "test-model", "--api-key", "k", "--baselines",
@@ -53,10 +67,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     with ScriptedServer([brain] * 12) as s:
         proc = start(["optimize", str(PROBLEMS / "tiny_linear.py"), "--base-url", s.base_url,
                       "--run-dir", str(run_dir), *common])
-        deadline = time.time() + 240
-        while time.time() < deadline and not evaluations(run_dir):
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.1)
+        wait_for_evaluation(proc, run_dir)
         # the visible evaluation is recorded; the submit's full verdict starts now
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -78,3 +89,76 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     assert run.status() == "finished"
     assert run.show()["problems"][0]["best"]["status"] == "PASSED"
     assert [w["state"] for w in run.ledger.work()] == ["failed", "done"]
+
+
+
+def test_search_sigkill_mid_verdict_then_resume_measures_the_final_once(tmp_path):
+    run_dir = tmp_path / "run"
+    common = ["--families", "reference", "--max-candidates", "1", "--baselines", "eager",
+              "--timeout", "120", "--explore-max-calls", "12"]
+    proc = start(["optimize", str(PROBLEMS / "kb_relu.py"), "--run-dir", str(run_dir),
+                  *common])
+    wait_for_evaluation(proc, run_dir)
+    # the visible evaluation is recorded; the final verdict starts now
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = evaluations(run_dir)
+    assert before[0] == ("visible", "PASSED")
+
+    proc = start(["optimize", "--resume", str(run_dir), *common])
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    after = evaluations(run_dir)
+    assert after[:len(before)] == before
+    # explored once, judged once: the final is the verdict (no "full" before it), and the
+    # planner's own final verification has nothing left to re-measure
+    assert after == [("visible", "PASSED"), ("final", "PASSED")]
+    run = Run.open(run_dir)
+    assert run.status() == "finished"
+    (visible,) = run.ledger.evaluations(kind="visible")
+    (final,) = run.ledger.evaluations(kind="final")
+    # --explore-max-calls reached the exploring evaluation, not the final
+    assert all(w["timed_calls"] <= 12 for w in visible["record"]["workloads"])
+    assert all(w["timed_calls"] > 12 for w in final["record"]["workloads"])
+    assert run.show()["problems"][0]["best"] == final["record"]
+
+
+def older_ledger(run: Run, status: str) -> None:
+    """Make the run's ledger look like the older search worker's, killed before its
+    re-measurement: the winner's verdict a ``full`` evaluation with ``status``, no
+    ``final``."""
+    db = sqlite3.connect(run.dir / "ledger.sqlite")
+    with db:
+        for eid, text in db.execute("SELECT id, record FROM evaluations WHERE kind='final'"
+                                    ).fetchall():
+            record = json.loads(text) | {"status": status}
+            db.execute("UPDATE evaluations SET kind='full', status=?, record=? WHERE id=?",
+                       (status, json.dumps(record), eid))
+    db.close()
+
+
+def test_search_resumes_an_older_ledger_with_a_full_verdict(tmp_path):
+    relu = load_problem(PROBLEMS / "kb_relu.py")
+    cfg = SearchConfig(families=["reference"], max_candidates=1, rounds=2)
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
+                               timeout_s=120)) as ev:
+        passed = Run.create(tmp_path / "passed", RunSpec(agent="search"))
+        failed = Run.create(tmp_path / "failed", RunSpec(agent="search"))
+        for run, status in ((passed, "PASSED"), (failed, "INCORRECT_NUMERICAL")):
+            run_search_worker(run, relu, ev, cfg)
+            older_ledger(run, status)
+        later = cfg.model_copy(update={"worker": "search-2"})
+        # a passing full verdict was never re-measured: the final runs now, and reports
+        res = run_search_worker(passed, relu, ev, later)
+        # a failing one stands: nothing runs again
+        gone = run_search_worker(failed, relu, ev, later)
+    assert evaluations(passed.dir) == [("visible", "PASSED"), ("full", "PASSED"),
+                                       ("final", "PASSED")]
+    (final,) = passed.ledger.evaluations(kind="final")
+    assert res.steps == 0 and res.verdict == "PASSED" and res.attempt == final["attempt"]
+    assert res.speedup_vs_eager == final["speedup_vs_eager"]
+    assert passed.ledger.best("kb_relu")["id"] == final["id"]
+    assert evaluations(failed.dir) == [("visible", "PASSED"), ("full", "INCORRECT_NUMERICAL")]
+    assert gone.verdict == "INCORRECT_NUMERICAL"
+    assert gone.message.startswith("the best candidates failed the final verdict")

@@ -7,20 +7,30 @@ import json
 
 import pytest
 
+import solforge.search.candidates as candidates_module
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.options import EvalOptions
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run, RunSpec
-from solforge.problems import find_builtin
-from solforge.search import SearchConfig, run_search_worker
+from solforge.problems import find_builtin, load_problem
+from solforge.search import (
+    Candidate,
+    SearchConfig,
+    register_generator,
+    run_search_worker,
+)
+from solforge.search.candidates import generators
 
+EXPLORE_CALLS = 12  # timed calls per workload while exploring, at most
 PROBLEMS = {
     # attention spelled out: the SDPA rewrite (sdpa+compile is left for a later call)
     "causal_mha_eager_llama2": SearchConfig(families=["reference", "library"],
-                                            max_candidates=2),
+                                            max_candidates=2,
+                                            explore_max_calls=EXPLORE_CALLS),
     # Triton under the interpreter is far slower than eager on a CPU: nothing beats the
     # reference, and the result says so
-    "rmsnorm_llama3": SearchConfig(families=["reference", "library"]),
+    "rmsnorm_llama3": SearchConfig(families=["reference", "library"],
+                                   explore_max_calls=EXPLORE_CALLS),
 }
 
 
@@ -57,21 +67,30 @@ def test_every_candidate_is_an_attempt_with_its_levers_and_file(searched):
     assert sdpa and sdpa[0]["levers"] == ["fusion", "sdpa"]
 
 
-def test_visible_then_full_then_final(searched):
-    run, results, _ = searched
+def test_visible_then_one_final_verdict(searched):
+    run, results, events = searched
     led = run.ledger
+    # the verdict is the re-measurement: no separate verdict on all workloads before it
+    assert led.evaluations(kind="full") == []
+    finished = {d["problem"]: d for k, d in events if k == "worker_finished"}
     for name, res in results.items():
         assert res.status == "finished" and res.verdict == "PASSED", res.message
         visible = led.evaluations(name, kind="visible")
         assert len(visible) == len(led.attempts(name))
         assert all(not e["record"]["held_out_included"] for e in visible)
-        (full,) = led.evaluations(name, kind="full")
-        assert full["attempt"] == res.attempt and full["record"]["held_out_included"]
         (final,) = led.evaluations(name, kind="final")
-        assert final["attempt"] == res.attempt
-        # the reported figure is the re-measured one
-        if final["status"] == "PASSED":
-            assert res.speedup_vs_eager == pytest.approx(final["record"]["speedup_vs_eager"])
+        assert final["attempt"] == res.attempt and final["record"]["held_out_included"]
+        # the reported figures are the final's, and so is the verdict
+        assert final["status"] == res.verdict == finished[name]["verdict"]
+        assert res.speedup_vs_eager == pytest.approx(final["record"]["speedup_vs_eager"])
+        assert res.sol_score == final["record"]["sol_score"]
+        assert finished[name]["speedup_vs_best"] == pytest.approx(final["speedup_vs_best"])
+        assert led.best(name)["id"] == final["id"]
+        # exploring timed fewer calls than the final, which keeps the evaluator's budget
+        # over its rounds
+        for e in visible:
+            assert all(w["timed_calls"] <= EXPLORE_CALLS for w in e["record"]["workloads"])
+        assert all(w["timed_calls"] > EXPLORE_CALLS for w in final["record"]["workloads"])
         # the winner is the best passing visible candidate
         passed = [e for e in visible if e["status"] == "PASSED"]
         best = max(passed, key=lambda e: speedup_vs_best(e["record"]) or 0)
@@ -143,8 +162,8 @@ def test_budgets_and_the_strict_policy_skip_candidates(tmp_path):
     assert res.verdict == "PASSED" and res.steps == 1
     # generated files carry a copy of the reference's code, never the problem file:
     # the strict policy finds nothing to reject
-    (full,) = run.ledger.evaluations(kind="full")
-    assert full["record"]["status"] == "PASSED" and full["record"]["flags"] == []
+    (final,) = run.ledger.evaluations(kind="final")
+    assert final["record"]["status"] == "PASSED" and final["record"]["flags"] == []
 
 def test_kernelbench_file_with_old_style_super_gets_working_candidates(tmp_path):
     from solforge.problems import load_problem
@@ -157,3 +176,123 @@ def test_kernelbench_file_with_old_style_super_gets_working_candidates(tmp_path)
                                 SearchConfig(max_candidates=2, rounds=1))
     assert res.verdict == "PASSED", res.message
     assert all(e["status"] == "PASSED" for e in run.ledger.evaluations())
+
+
+def test_exploring_times_with_the_explore_budget(tmp_path):
+    from tests.conftest import PROBLEMS as FIXTURES
+
+    # a tiny workload: the evaluator's own budget times it 200 calls at most
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
+                               timeout_s=120)) as ev:
+        res = run_search_worker(run, load_problem(FIXTURES / "kb_relu.py"), ev,
+                                SearchConfig(families=["reference"], max_candidates=1,
+                                             rounds=2, explore_max_calls=EXPLORE_CALLS))
+    assert res.verdict == "PASSED", res.message
+    (visible,) = run.ledger.evaluations(kind="visible")
+    (final,) = run.ledger.evaluations(kind="final")
+    explored = [w["timed_calls"] for w in visible["record"]["workloads"]]
+    measured = [w["timed_calls"] for w in final["record"]["workloads"]]
+    assert explored and all(10 <= n <= EXPLORE_CALLS for n in explored)
+    # the final keeps the evaluator's options: its budget, over its two rounds
+    assert measured and all(n > 2 * EXPLORE_CALLS for n in measured)
+
+
+SLOW_RELU = '''"""relu, computed 40 times over: any candidate that computes it once ranks first."""
+
+import torch
+import torch.nn as nn
+
+from solforge.problems import gen
+
+SOLFORGE = {
+    "name": "slow_relu",
+    "category": "L1",
+    "models": ["test fixture"],
+    "precision": "fp32",
+    "workloads": [
+        {"name": "seen", "params": {"n": 1031}, "cpu": True},
+        {"name": "held", "params": {"n": 517}, "cpu": True, "visible": False},
+    ],
+}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = x
+        for _ in range(40):
+            y = torch.relu(x)
+        return y
+
+
+def get_inputs(n: int = 1031):
+    return [gen.randn(16, n)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# right on the visible workload's shape only: it passes exploring and fails the verdict
+FAST_BUT_WRONG_HELD_OUT = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.shape[-1] == 1031:
+            return torch.relu(x)
+        return x
+'''
+
+
+def search_slow_relu(tmp_path, monkeypatch, families: list[str]):
+    """Search ``SLOW_RELU`` with a plug-in generator of ``FAST_BUT_WRONG_HELD_OUT``
+    (family ``overfit``) beside the built-ins."""
+    generators()  # the built-ins, registered before the registry is swapped for a copy
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("overfit", lambda ctx: [Candidate(
+        name="overfit", family="overfit", levers=["fusion"], cost=0.5,
+        source=FAST_BUT_WRONG_HELD_OUT, reasoning="relu once, not 40 times")])
+    problem_file = tmp_path / "slow_relu.py"
+    problem_file.write_text(SLOW_RELU)
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
+                               timeout_s=120)) as ev:
+        res = run_search_worker(run, load_problem(problem_file), ev,
+                                SearchConfig(families=families, rounds=2))
+    return run, res
+
+
+def test_a_winner_failing_its_final_verdict_falls_to_the_next(tmp_path, monkeypatch):
+    run, res = search_slow_relu(tmp_path, monkeypatch, ["overfit", "reference"])
+    led = run.ledger
+    by_path = {a["path"]: a["id"] for a in led.attempts()}
+    visible = {e["attempt"]: e for e in led.evaluations(kind="visible")}
+    # both passed exploring, the overfit one far ahead
+    assert visible[by_path["candidate:overfit"]]["status"] == "PASSED"
+    assert visible[by_path["candidate:reference"]]["status"] == "PASSED"
+    assert (visible[by_path["candidate:overfit"]]["speedup_vs_best"]
+            > visible[by_path["candidate:reference"]]["speedup_vs_best"])
+    # one final each, best first: the overfit one failed on the held-out workload, the
+    # reference passed and is the result
+    finals = led.evaluations(kind="final")
+    assert [(e["attempt"], e["status"]) for e in finals] == [
+        (by_path["candidate:overfit"], "INCORRECT_NUMERICAL"),
+        (by_path["candidate:reference"], "PASSED")]
+    assert led.evaluations(kind="full") == []
+    assert res.verdict == "PASSED" and res.attempt == by_path["candidate:reference"]
+    assert res.speedup_vs_eager == pytest.approx(finals[1]["record"]["speedup_vs_eager"])
+    assert led.best("slow_relu")["attempt"] == res.attempt
+    assert {p["name"]: p["state"] for p in led.problems()} == {"slow_relu": "converged"}
+
+
+def test_every_candidate_failing_its_final_verdict_exhausts_the_problem(tmp_path,
+                                                                        monkeypatch):
+    run, res = search_slow_relu(tmp_path, monkeypatch, ["overfit"])
+    (final,) = run.ledger.evaluations(kind="final")
+    assert res.status == "finished" and res.verdict == final["status"] == "INCORRECT_NUMERICAL"
+    assert res.message.startswith("the best candidates failed the final verdict")
+    assert res.speedup_vs_eager is None
+    assert run.ledger.best("slow_relu") is None
+    assert {p["name"]: p["state"] for p in run.ledger.problems()} == {"slow_relu": "exhausted"}
