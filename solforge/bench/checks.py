@@ -17,6 +17,7 @@ launches for the timing: the input pool, the baselines' warm-up).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,15 @@ def _timing_config(opts: EvalOptions) -> TimingConfig:
     return TimingConfig(budget_ms=opts.timing_budget_ms(), max_calls=opts.max_calls)
 
 
+def per_round(cfg: TimingConfig, rounds: int) -> TimingConfig:
+    """One round's share of ``cfg`` when ``rounds`` interleaved rounds time a workload:
+    the budget and the call cap divided, never under ``cfg.min_calls`` calls a round."""
+    if rounds <= 1:
+        return cfg
+    return dataclasses.replace(cfg, budget_ms=cfg.budget_ms / rounds,
+                               max_calls=max(cfg.min_calls, cfg.max_calls // rounds))
+
+
 def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Workload,
                   runner: RunnerHandle, opts: EvalOptions, deadline: float, seed: int,
                   res: WorkloadResult) -> Status | None:
@@ -68,7 +78,10 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
 
     With ``opts.rounds`` > 1 the candidate and fresh (uncached) baselines are measured in
     alternation, round after round, and each figure is the median over all its rounds:
-    the re-measurement of a winner, so that a drift of the machine hits all alike.
+    the re-measurement of a winner, so that a drift of the machine hits all alike. The
+    rounds share one evaluation's timing budget and call count (:func:`per_round`): on
+    the H200 three full-budget rounds on every workload made a search agent's verdict
+    cost minutes of the device's slot per problem.
     """
     device = torch.device(opts.device)
     cfg = _timing_config(opts)
@@ -81,6 +94,7 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
 
     pool: list[list[Any]] | None = None
     rounds = max(1, opts.rounds)
+    cfg = per_round(cfg, rounds)
     # baselines compile here, before the candidate is timed, with nothing of the candidate
     # running and the evaluator's files checked first (see the module docstring); with
     # every figure cached there is nothing to compile and nothing to check

@@ -87,7 +87,8 @@ def register(app: typer.Typer) -> None:
         max_candidates: int = typer.Option(None, help="search agent: candidates per problem "
                                            "and unit (default: 12 on a GPU, 6 on a CPU)"),
         search_seconds: float = typer.Option(1800.0, help="search agent: seconds of candidate "
-                                             "evaluations per problem and unit"),
+                                             "evaluations (their trials, policy probe and "
+                                             "timing) per problem and unit"),
         compile_seconds: float = typer.Option(900.0, help="search agent: seconds of builds, "
                                               "compilation and checks per problem and unit"),
         explore_budget_ms: float = typer.Option(

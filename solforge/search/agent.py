@@ -25,7 +25,12 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    figure the one reported.
 
 Budgets are per problem and cover the exploration; the verdict always runs.
-``gpu_seconds`` counts the wall time of the candidate evaluations (on a CPU, the CPU's);
+``gpu_seconds`` counts the wall time of the candidate's own phases of each evaluation
+(``budget.CHARGED_PHASES``: its correctness trials, policy probe, timing and host-clock batch,
+waits for the device's slot included; on a CPU, the CPU's). Not charged: the wait for a
+spare runner, the judge's start, building the reference, preparing the baselines (compiled
+once per problem; on the H200 on 2026-12-01 these made the first candidate, the reference
+itself, cost 57-67 s of a 45 s budget, so no other candidate ran) and the closing;
 ``compile_seconds`` counts the time the evaluator spends building, loading and checking
 candidates (its ``build`` and ``candidate`` phases: imports, Triton JIT, ``torch.compile``,
 correctness trials), measured from its phase messages.
@@ -68,6 +73,7 @@ from solforge.bench.timing import TimingConfig
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
+from solforge.search.budget import PhaseClock, charged_seconds
 from solforge.search.candidates import Candidate, generate_candidates, search_context
 
 
@@ -82,8 +88,9 @@ class SearchConfig(BaseModel):
         None, ge=1, description="candidates evaluated per problem (None: 12 on a GPU, 6 on "
         "a CPU)")
     gpu_seconds: float = Field(
-        1800.0, gt=0, description="wall seconds of candidate evaluations per problem, on the "
-        "evaluation device (a CPU's seconds on a CPU)")
+        1800.0, gt=0, description="wall seconds of the candidates' own evaluation phases per "
+        "problem (trials, policy probe, timing; not the runner's start-up nor the "
+        "baselines' preparation), on the evaluation device (a CPU's seconds on a CPU)")
     compile_seconds: float = Field(
         900.0, gt=0, description="seconds the evaluator spends building, loading and "
         "checking candidates (compilation included) per problem")
@@ -107,46 +114,6 @@ class SearchConfig(BaseModel):
     resume: bool = Field(True, description="reuse earlier search attempts and evaluations "
                          "of the same source on this problem (a later unit goes on where "
                          "an earlier one stopped)")
-
-
-class _PhaseClock:
-    """Seconds per evaluator phase, from the phase messages the judge sends to the
-    :class:`Evaluator`'s ``on_phase`` hook (found through wrappers' ``inner``, such as the
-    planner's cache; an evaluator without the hook measures nothing)."""
-
-    def __init__(self, evaluator: Any) -> None:
-        while not hasattr(evaluator, "on_phase") and hasattr(evaluator, "inner"):
-            evaluator = evaluator.inner
-        self.evaluator = evaluator if hasattr(evaluator, "on_phase") else None
-        self.previous = getattr(self.evaluator, "on_phase", None)
-        self.seconds: Counter[str] = Counter()
-        self.phase: str | None = None
-        self.since = 0.0
-
-    def __call__(self, msg: dict[str, Any]) -> None:
-        self.stop()
-        self.phase, self.since = msg.get("phase"), time.monotonic()
-        if self.previous is not None:
-            self.previous(msg)
-
-    def stop(self) -> None:
-        if self.phase is not None:
-            self.seconds[self.phase] += time.monotonic() - self.since
-            self.phase = None
-
-    def __enter__(self) -> _PhaseClock:
-        if self.evaluator is not None:
-            self.evaluator.on_phase = self
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-        if self.evaluator is not None:
-            self.evaluator.on_phase = self.previous
-
-    @property
-    def compile_s(self) -> float:
-        return self.seconds["build"] + self.seconds["candidate"]
 
 
 def _score(record: EvaluationRecord) -> float:
@@ -321,7 +288,7 @@ def _search(s: _Search) -> WorkerResult:
 
 
 def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, tried: int,
-                 spent: float, clock: _PhaseClock, failures: Counter[str],
+                 spent: float, clock: PhaseClock, failures: Counter[str],
                  failed: set[str]) -> str | None:
     cfg = s.config
     if tried >= limit:
@@ -348,7 +315,7 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
     failures: Counter[str] = Counter()
     failed: set[str] = set()
     tried, spent = 0, 0.0
-    with _PhaseClock(s.evaluator) as clock:
+    with PhaseClock(s.evaluator) as clock:
         for c in cands:
             attempt = s.known_attempt(c)
             record = s.earlier(attempt, "visible") if attempt is not None else None
@@ -365,7 +332,7 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                 record = s.evaluate(attempt, "visible", workloads="visible",
                                     **s.explore_timing())
                 clock.stop()  # the last phase ends with the evaluation
-                spent += time.monotonic() - start
+                spent += charged_seconds(record, time.monotonic() - start)
                 tried += 1
             s.attempts[c.name] = attempt
             s.visible[c.name] = record

@@ -54,3 +54,27 @@ def test_reference_that_recompiles_every_call_gets_no_compile_figure(tmp_path, m
         assert "compile:default baseline unavailable" in w.message
         assert "already seen" in w.message
     assert "baseline" not in again.phase_seconds
+
+
+def test_interleaved_rounds_share_one_evaluations_timing():
+    """Three rounds used to time three full evaluations' worth of calls (candidate and
+    both baselines each round): a search verdict then held an H200's slot for minutes."""
+    from solforge.bench.checks import per_round
+    from solforge.bench.timing import TimingConfig
+
+    cfg = TimingConfig(budget_ms=900.0, max_calls=200)
+    assert per_round(cfg, 1) is cfg
+    three = per_round(cfg, 3)
+    assert (three.budget_ms, three.max_calls) == (300.0, 66)
+    assert per_round(cfg, 50).max_calls == cfg.min_calls  # never under the minimum
+
+    problem = load_problem(PROBLEMS / "tiny_linear.py")
+    sol = reference_solution(problem)
+    opts = EvalOptions(device="cpu", baselines=["eager"], max_calls=30, timeout_s=60, seed=3)
+    with Evaluator(opts) as ev:
+        once = ev.evaluate(problem, sol, workloads=["small"])
+        thrice = ev.evaluate(problem, sol, workloads=["small"], rounds=3)
+    assert once.status is Status.PASSED and thrice.status is Status.PASSED, thrice.message
+    assert once.workloads[0].timed_calls <= 30
+    assert 20 <= thrice.workloads[0].timed_calls <= 30, thrice.workloads[0].timed_calls
+    assert thrice.workloads[0].eager_ms  # the fresh baseline was measured in its rounds

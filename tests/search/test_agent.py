@@ -296,3 +296,19 @@ def test_every_candidate_failing_its_final_verdict_exhausts_the_problem(tmp_path
     assert res.speedup_vs_eager is None
     assert run.ledger.best("slow_relu") is None
     assert {p["name"]: p["state"] for p in run.ledger.problems()} == {"slow_relu": "exhausted"}
+
+
+def test_the_search_budget_charges_the_candidates_phases_not_the_set_up():
+    """On the H200 the first candidate's evaluation spent 10-23 s waiting for a runner and
+    11-17 s preparing baselines: charged in full, it used up a 45 s budget alone."""
+    from solforge.bench.records import EvaluationRecord, Status
+    from solforge.search.budget import charged_seconds
+
+    rec = EvaluationRecord(problem="p", solution="s", status=Status.PASSED, phase_seconds={
+        "starting": 0.1, "reference": 0.05, "runner_start": 10.8, "candidate": 1.2,
+        "policy": 3.0, "baseline": 11.5, "timing": 14.5, "host_clock": 0.3, "sol": 0.4,
+        "closing": 0.3})
+    assert charged_seconds(rec, wall_s=52.0) == pytest.approx(1.2 + 3.0 + 14.5 + 0.3)
+    # an evaluator that reports no phases: its wall time
+    bare = EvaluationRecord(problem="p", solution="s", status=Status.PASSED)
+    assert charged_seconds(bare, wall_s=7.5) == 7.5

@@ -1,0 +1,65 @@
+"""What a search worker's exploration spends: the evaluator's phase times, and the
+seconds of each evaluation charged to the ``gpu_seconds`` budget.
+
+Not covered: device time proper (the seconds a GPU was busy); phases are wall time as the
+caller saw them, waits for the device's slot included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from solforge.bench.records import EvaluationRecord
+
+CHARGED_PHASES = ("candidate", "policy", "timing", "host_clock")
+
+
+def charged_seconds(record: EvaluationRecord, wall_s: float) -> float:
+    """What one exploring evaluation costs the ``gpu_seconds`` budget: the seconds of its
+    :data:`CHARGED_PHASES`, or ``wall_s`` for a record without phase times (an evaluator
+    that reports none)."""
+    if not record.phase_seconds:
+        return wall_s
+    return sum(record.phase_seconds.get(p, 0.0) for p in CHARGED_PHASES)
+
+
+class PhaseClock:
+    """Seconds per evaluator phase, from the phase messages the judge sends to the
+    :class:`Evaluator`'s ``on_phase`` hook (found through wrappers' ``inner``, such as the
+    planner's cache; an evaluator without the hook measures nothing)."""
+
+    def __init__(self, evaluator: Any) -> None:
+        while not hasattr(evaluator, "on_phase") and hasattr(evaluator, "inner"):
+            evaluator = evaluator.inner
+        self.evaluator = evaluator if hasattr(evaluator, "on_phase") else None
+        self.previous = getattr(self.evaluator, "on_phase", None)
+        self.seconds: Counter[str] = Counter()
+        self.phase: str | None = None
+        self.since = 0.0
+
+    def __call__(self, msg: dict[str, Any]) -> None:
+        self.stop()
+        self.phase, self.since = msg.get("phase"), time.monotonic()
+        if self.previous is not None:
+            self.previous(msg)
+
+    def stop(self) -> None:
+        if self.phase is not None:
+            self.seconds[self.phase] += time.monotonic() - self.since
+            self.phase = None
+
+    def __enter__(self) -> PhaseClock:
+        if self.evaluator is not None:
+            self.evaluator.on_phase = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        if self.evaluator is not None:
+            self.evaluator.on_phase = self.previous
+
+    @property
+    def compile_s(self) -> float:
+        return self.seconds["build"] + self.seconds["candidate"]
