@@ -101,14 +101,53 @@ def _label(kind: str, opts: EvalOptions) -> str:
     return "eager" if kind == "eager" else f"compile:{opts.compile_mode}"
 
 
-def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: EvalOptions,
-                      fresh: bool = False) -> list[str]:
-    """The baseline kinds this workload has no cached figure (nor verdict) for."""
-    if fresh or opts.fresh_baselines:
-        return list(opts.baselines)
+def _unavailable_key(problem: Problem, w: Workload, opts: EvalOptions, label: str) -> str:
+    """Where a baseline found unavailable is remembered: a property of the reference, the
+    device and the libraries, not of a timing budget, so every timing configuration (an
+    agent's short exploring budget, a re-measurement's rounds) and a fresh re-measurement
+    read it too. On the H200 a fresh re-measurement otherwise spent the 90 s warm-up of a
+    compile that never settles again, per workload, holding the device's slot."""
+    from solforge.bench.verdict import device_name
+
+    return baseline_key(problem.content_hash, w.name, w.params_json(),
+                        device_name(opts.device), label, {"unavailable": True})
+
+
+def known_unavailable(problem: Problem, w: Workload, opts: EvalOptions) -> dict[str, str]:
+    """The baseline kinds of ``opts`` already found unavailable for this workload, with why
+    (the cache's answer; empty when nothing is known, or when the user asked for fresh
+    baselines: ``--fresh-baselines`` tries again)."""
+    if opts.fresh_baselines:
+        return {}
     cache = BaselineCache()
     try:
-        return [k for k in opts.baselines
+        out = {}
+        for kind in opts.baselines:
+            hit = cache.get(_unavailable_key(problem, w, opts, _label(kind, opts)))
+            if hit is not None:
+                out[kind] = str(hit.get("unavailable", ""))
+        return out
+    finally:
+        cache.close()
+
+
+def note_unavailable(res: WorkloadResult, opts: EvalOptions, known: dict[str, str]) -> None:
+    """Say in the record which baselines are unavailable (found so before) and why."""
+    for kind, why in known.items():
+        _note(res, f"{_label(kind, opts)} baseline unavailable: {why}")
+
+
+def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: EvalOptions,
+                      fresh: bool = False) -> list[str]:
+    """The baseline kinds this workload has no cached figure for, nor a verdict that the
+    kind is unavailable (that one holds for fresh measurements too)."""
+    unavailable = known_unavailable(problem, w, opts)
+    kinds = [k for k in opts.baselines if k not in unavailable]
+    if fresh or opts.fresh_baselines:
+        return kinds
+    cache = BaselineCache()
+    try:
+        return [k for k in kinds
                 if cache.get(_key(problem, w, opts, _label(k, opts), cfg)) is None]
     finally:
         cache.close()
@@ -116,8 +155,8 @@ def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: Ev
 
 def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
                       pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
-                      opts: EvalOptions, res: WorkloadResult, kinds: list[str],
-                      fresh: bool = False) -> dict[str, Any]:
+                      opts: EvalOptions, res: WorkloadResult, kinds: list[str]
+                      ) -> dict[str, Any]:
     """The baselines ``kinds`` (those :func:`missing_baselines` found), compiled and
     warmed up ahead of timing.
 
@@ -127,8 +166,9 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
     than seven minutes while every other evaluator waited. So a compile baseline gets
     :data:`COMPILE_WARMUP_S` per workload to compile for each input set of the pool; past
     that, or when a second pass still compiles, it is recorded as unavailable (in the
-    cache too, so the next evaluation does not pay again; unless ``fresh``) and the
-    evaluation goes on.
+    cache too, under a key of its own that every timing configuration and a fresh
+    re-measurement read, so no later evaluation pays again; ``--fresh-baselines``
+    retries) and the evaluation goes on.
     """
     out: dict[str, Any] = {}
     cache = BaselineCache()
@@ -146,8 +186,8 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
                 continue
             if fn is None:
                 _note(res, f"{label} baseline unavailable: {why}")
-                if not fresh:
-                    cache.put(_key(problem, w, opts, label, cfg), {"unavailable": why})
+                # found now, fresh or not: it holds for every later measurement
+                cache.put(_unavailable_key(problem, w, opts, label), {"unavailable": why})
                 continue
             out[kind] = fn
     finally:
@@ -203,9 +243,14 @@ def time_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: 
     try:
         for kind in opts.baselines:
             label = _label(kind, opts)
+            gone = None if opts.fresh_baselines else \
+                cache.get(_unavailable_key(problem, w, opts, label))
+            if gone is not None:
+                _note(res, f"{label} baseline unavailable: {gone.get('unavailable', '')}")
+                continue
             key = _key(problem, w, opts, label, cfg)
             hit = None if opts.fresh_baselines else cache.get(key)
-            if hit is not None and hit.get("unavailable"):
+            if hit is not None and hit.get("unavailable"):  # kept there by earlier versions
                 _note(res, f"{label} baseline unavailable: {hit['unavailable']}")
                 continue
             if hit is None:
@@ -277,7 +322,7 @@ class Interleaved:
 
     def __init__(self, prepared: dict[str, Any], pool: list[list[Any]], cfg: TimingConfig,
                  device: torch.device) -> None:
-        """``prepared``: :func:`prepare_baselines` with ``fresh=True`` (unavailable kinds
+        """``prepared``: :func:`prepare_baselines` of every available kind (unavailable kinds
         are absent; their notes are recorded already)."""
         self.pool, self.cfg, self.device = pool, cfg, device
         self.fns: dict[str, Any] = dict(prepared)

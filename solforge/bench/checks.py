@@ -29,7 +29,9 @@ from solforge.bench import probes
 from solforge.bench.baselines import (
     Interleaved,
     batch_size,
+    known_unavailable,
     missing_baselines,
+    note_unavailable,
     prepare_baselines,
     time_baselines,
     time_fn,
@@ -109,7 +111,7 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
         with runner.frozen(), device_slot(opts.device):
             pool = make_pool()
             prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg,
-                                         opts, res, missing, fresh=rounds > 1)
+                                         opts, res, missing)
     judge.phase("timing", workload=w.name)
     runner.start_idle_watch()
     try:
@@ -134,6 +136,8 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
         if rounds > 1:
             if (status := _verified(judge, res)) is not None:
                 return status
+            # kinds found unavailable before are not prepared, nor measured: say so
+            note_unavailable(res, opts, known_unavailable(problem, w, opts))
             interleaved = Interleaved(prepared, pool, cfg, device)
         for _ in range(rounds):
             seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]

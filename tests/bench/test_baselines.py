@@ -56,6 +56,40 @@ def test_reference_that_recompiles_every_call_gets_no_compile_figure(tmp_path, m
     assert "baseline" not in again.phase_seconds
 
 
+def test_an_unavailable_compile_baseline_is_not_retried_by_other_timings(tmp_path,
+                                                                       monkeypatch):
+    """The verdict is a property of the reference: a search agent's short exploring budget
+    and a fresh interleaved re-measurement read it too (on the H200 a fresh
+    re-measurement spent the 90 s warm-up again, per workload, in the device's slot);
+    only an explicit --fresh-baselines tries again."""
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=50, seed=5)
+    problem = load_problem(PROBLEMS / "recompiling_ref.py")
+    sol = reference_solution(problem)
+    compiles: list[int] = []  # per evaluation: phase messages of a compile warm-up
+
+    def count(msg):
+        if msg.get("phase") == "baseline" and str(msg.get("kind", "")).startswith("compile"):
+            compiles[-1] += 1
+
+    with Evaluator(opts, on_phase=count) as ev:
+        records = []
+        for kw in ({}, {"budget_ms": 20, "max_calls": 12}, {"rounds": 3},
+                   {"fresh_baselines": True}):
+            compiles.append(0)
+            records.append(ev.evaluate(problem, sol, **kw))
+    first, other_budget, rounds, retried = records
+    assert compiles[0] >= 1  # the warm-up that found it
+    assert compiles[1] == 0 and compiles[2] == 0, compiles
+    for r in (other_budget, rounds):
+        assert r.status is Status.PASSED, r.message
+        w = r.workloads[0]
+        assert w.compile_ms is None and w.eager_ms  # a new eager figure all the same
+        assert "compile:default baseline unavailable" in w.message, w.message
+    assert compiles[3] >= 1 and retried.status is Status.PASSED
+    assert "already seen" in retried.workloads[0].message  # compiled again, same finding
+
+
 def test_interleaved_rounds_share_one_evaluations_timing():
     """Three rounds used to time three full evaluations' worth of calls (candidate and
     both baselines each round): a search verdict then held an H200's slot for minutes."""
