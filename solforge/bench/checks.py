@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from solforge.bench import inputs as I
-from solforge.bench import probes
+from solforge.bench import probes, quiet
 from solforge.bench.baselines import (
     Interleaved,
     batch_size,
@@ -130,7 +130,8 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
     latency: list[float] = []
     base: dict[str, dict] = {}
     work: Any = None
-    with device_slot(opts.device):
+    # other evaluators' candidates held still while this one is measured (opt-in: quiet.py)
+    with device_slot(opts.device), quiet.hold_still(opts.device):
         pool = pool_or_maker if isinstance(pool_or_maker, list) else pool_or_maker()
         interleaved = None
         if rounds > 1:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from solforge.bench import quiet
 from solforge.bench.proctree import cpu_seconds
 from solforge.bench.sandbox import RunnerProcess
 
@@ -48,6 +49,8 @@ class RunnerHandle:
         self.idle_cpu_s = 0.0
         self.idle_wall_s = 0.0
         self._idle_mark: tuple[float, float] | None = None
+        if quiet.enabled():
+            quiet.register(proc.device, proc.pid)
 
     def start_idle_watch(self) -> None:
         """From now on, count the CPU the runner burns between replies and requests."""
@@ -178,10 +181,14 @@ class RunnerHandle:
         """Stop every process of the runner (SIGSTOP) for the block: while the judge times
         baselines nothing of the candidate runs (no noisy neighbour, no file written
         under the judge's lazy imports). The runner is idle then; it resumes unchanged."""
+        if quiet.enabled():  # first: another judge's quiet measurement must not continue it
+            quiet.mark_frozen(self.proc.device, self.proc.pid, True)
         stopped = [p for p in self.proc.processes() if _signal(p, signal.SIGSTOP)]
         try:
             yield
         finally:
+            if quiet.enabled():
+                quiet.mark_frozen(self.proc.device, self.proc.pid, False)
             for p in stopped:
                 _signal(p, signal.SIGCONT)
             # frozen time is not idle time: the window starts again now
@@ -190,6 +197,8 @@ class RunnerHandle:
                 self._open_idle_window()
 
     def close(self) -> None:
+        if quiet.enabled():
+            quiet.unregister(self.proc.device, self.proc.pid)
         if self.proc.alive():
             try:
                 self.proc.channel.send({"op": "exit"})
