@@ -53,6 +53,7 @@ from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.options import EvalOptions
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.verify import final_verification
 from solforge.problems.spec import Problem
 
 
@@ -381,29 +382,9 @@ class Planner:
                       for n, ps in self.problems.items()})
 
     def _final_verification(self) -> None:
-        """Re-measure each problem's winner (all workloads, fresh runner, interleaved with
-        fresh baselines) unless its best verdict already is such a re-measurement."""
-        led = self.run.ledger
-        device = self.workers[0].device
-        pending = []
-        for name in self.problems:
-            best = led.best(name)
-            if best is not None and best["kind"] != "final" and best.get("attempt"):
-                pending.append((name, best["attempt"]))
-        if not pending:
-            return
-        opts = self.options.model_copy(update={"device": device,
-                                               "rounds": self.config.final_rounds,
-                                               "workloads": "all"})
-        with Evaluator(opts) as ev:
-            for name, attempt in pending:
-                att = led.attempt(attempt)
-                if att is None:
-                    continue
-                path = self.run.solution_path(name, f"final-{attempt}")
-                path.write_text(att["source"])
-                rec = ev.evaluate(self.problems[name].problem, path, att["language"])
-                led.add_evaluation(name, rec.to_json(), kind="final", attempt=attempt)
-                led.event("final_verification", problem=name, attempt=attempt,
-                          status=rec.status.value)
-                self._refresh(self.problems[name])
+        """Re-measure each problem's winner unless its best verdict already is such a
+        re-measurement (``verify.final_verification``)."""
+        final_verification(self.run, {n: ps.problem for n, ps in self.problems.items()},
+                           self.options.model_copy(update={"device": self.workers[0].device}),
+                           self.config.final_rounds,
+                           lambda name: self._refresh(self.problems[name]))

@@ -52,13 +52,12 @@ from solforge.search.candidates import (
 )
 from solforge.search.emit import (
     BASE_IMPORTS,
-    EmitError,
     copied_names,
     forward_signature,
-    forward_source,
     standalone_file,
     subclass_file,
 )
+from solforge.search.fxsource import EmitError, forward_source
 from solforge.search.match import LibraryFunction, Match, substitute
 
 # estimated seconds per evaluation (compile included): they only order the search

@@ -16,7 +16,8 @@ from solforge.bench.compare import as_list
 from solforge.bench.inputs import build_model, init_args, make_inputs
 from solforge.problems import builtin_problems, find_builtin, load_problem
 from solforge.problems.loader import import_file
-from solforge.search.emit import BASE_IMPORTS, forward_source, standalone_file
+from solforge.search.emit import BASE_IMPORTS, standalone_file
+from solforge.search.fxsource import forward_source
 from solforge.search.trace import AttrRef, TraceError, trace_reference
 
 UNTRACEABLE = {
