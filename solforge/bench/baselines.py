@@ -196,7 +196,8 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
 
 
 def _note(res: WorkloadResult, note: str) -> None:
-    res.message = (res.message + "; " + note).strip("; ")
+    if note not in res.message:  # found now, then read back from the cache: said once
+        res.message = (res.message + "; " + note).strip("; ")
 
 
 COMPILE_WARMUP_S = 90.0  # compile time a compile baseline may spend on one workload
@@ -240,14 +241,13 @@ def time_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: 
     prepared = {} if prepared is None else prepared
     cache = BaselineCache()
     found: dict[str, dict] = {}
+    unavailable = known_unavailable(problem, w, opts)
+    note_unavailable(res, opts, unavailable)
     try:
         for kind in opts.baselines:
-            label = _label(kind, opts)
-            gone = None if opts.fresh_baselines else \
-                cache.get(_unavailable_key(problem, w, opts, label))
-            if gone is not None:
-                _note(res, f"{label} baseline unavailable: {gone.get('unavailable', '')}")
+            if kind in unavailable:
                 continue
+            label = _label(kind, opts)
             key = _key(problem, w, opts, label, cfg)
             hit = None if opts.fresh_baselines else cache.get(key)
             if hit is not None and hit.get("unavailable"):  # kept there by earlier versions
