@@ -19,8 +19,15 @@ from tests.conftest import PROBLEMS, SOLUTIONS
 DEVICE = "cuda:7"  # a registry of its own: nothing else in the tests uses it
 
 
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+def _state(pid: int, want: str | None = None, timeout_s: float = 3.0) -> str:
+    """The process's state letter; with ``want``, polled until it shows (a signal is
+    delivered asynchronously: right after kill() the state may not have changed yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if want is None or state == want or time.monotonic() > deadline:
+            return state
+        time.sleep(0.02)
 
 
 def _spawn(code: str) -> subprocess.Popen:
@@ -49,17 +56,17 @@ def test_other_judges_runners_stop_during_a_quiet_measurement(other_judge):
     child = quiet.descendants(runner.pid)
     assert child
     with quiet.hold_still(DEVICE) as stopped:
-        time.sleep(0.1)
         assert stopped == 2
-        assert _state(runner.pid) == "T" and _state(child[0]) == "T"
-    assert _state(runner.pid) != "T" and _state(child[0]) != "T"
+        assert _state(runner.pid, "T") == "T" and _state(child[0], "T") == "T"
+    assert _state(runner.pid, "S") != "T" and _state(child[0], "S") != "T"
 
 
 def test_a_runner_its_own_judge_froze_stays_frozen(other_judge):
     _, runner = other_judge
     with quiet.hold_still(DEVICE):
         quiet.mark_frozen(DEVICE, runner.pid, True)  # its judge froze it meanwhile
-    assert _state(runner.pid) == "T"
+    time.sleep(0.3)  # a SIGCONT, had one been sent, would have landed by now
+    assert _state(runner.pid, "T") == "T"
     quiet.mark_frozen(DEVICE, runner.pid, False)
     runner.send_signal(18)  # SIGCONT, as its judge would
 
@@ -76,9 +83,11 @@ def test_own_runners_gone_runners_and_the_switch(other_judge, monkeypatch):
             f'{{"pid": {gone.pid}, "start": 1, "judge": {judge.pid}}}')  # not that process
         with quiet.hold_still(DEVICE) as stopped:
             assert stopped == 2  # the other judge's runner and its child only
+            assert _state(runner.pid, "T") == "T"
             assert _state(mine.pid) != "T"
         assert not (quiet._registry(DEVICE) / str(gone.pid)).exists()  # stale: removed
         monkeypatch.setenv(quiet.ENV, "0")
+        assert _state(runner.pid, "S") != "T"  # continued when the first hold ended
         with quiet.hold_still(DEVICE) as stopped:
             assert stopped == 0 and _state(runner.pid) != "T"
     finally:
