@@ -62,9 +62,7 @@ class RunnerHandle:
         """Wait ``seconds`` with the runner idle, so a busy background thread shows; the
         probe's own (CPU, wall) seconds: a window in which the judge does nothing either,
         so a loaded machine takes less of a spinning thread's core than in the others."""
-        if self.watch_idle and self._idle_mark is None:
-            self._open_idle_window()
-        self._close_idle_window()
+        self._close_idle_window()  # the windows so far, then the probe's own
         self._open_idle_window()
         cpu0, wall0 = self.idle_cpu_s, self.idle_wall_s
         time.sleep(seconds)
