@@ -147,11 +147,14 @@ for s in "$@"; do
       step "$s"
       while [ ! -e "$DONE/${s#after:}" ] && [ $(left) -gt 30 ]; do sleep 2; done ;;
     throughput)
-      done_ throughput && continue; late throughput && continue
-      step throughput
+      # TP_PARTS narrows benchmarks/throughput.py's parts (warm,busy,cuda); TP_TAG names a
+      # second run on the same machine (e.g. with SOLFORGE_QUIET_DEVICE=1): its own files
+      tp=throughput${TP_TAG:-}
+      done_ $tp && continue; late $tp && continue
+      step $tp
       timeout -k 10 $(left) python3 benchmarks/throughput.py --device ${DEVICE:-cuda} --workers 3 \
-        --count ${TP_COUNT:-5} --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
-      rc=$?; tail -30 "$OUT/throughput.log"; finished throughput $rc ;;
+        --count ${TP_COUNT:-5} ${TP_PARTS:+--parts $TP_PARTS} --json "$OUT/$tp.json" > "$OUT/$tp.log" 2>&1
+      rc=$?; tail -30 "$OUT/$tp.log"; finished $tp $rc ;;
     tpprofile)
       done_ tpprofile && continue; late tpprofile && continue
       step tpprofile

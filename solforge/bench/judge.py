@@ -45,7 +45,8 @@ from solforge.bench.sandbox import (
     become_subreaper,
     protect_judge,
 )
-from solforge.bench.slots import held_slot_env
+from solforge.bench import slots
+from solforge.bench.slots import SLOT_WAIT, held_slot_env
 
 
 def _preload(device: str) -> None:
@@ -80,6 +81,18 @@ class Judge:
             torch.cuda.init()
             torch.cuda.set_device(torch.device(device).index or 0)
         self.spares: dict[int, list[RunnerHandle]] = {}
+        self.current: tuple[str, dict[str, Any]] | None = None
+        # a wait for the device's slot is a phase of its own ("slot_wait"): other
+        # evaluators' work, not this candidate's (the search budget leaves it out)
+        slots.wait_hook = self._slot_wait
+
+    def _slot_wait(self, waiting: bool) -> None:
+        if self.conn is None:
+            return
+        if waiting:
+            self.conn.send({"event": "phase", "phase": SLOT_WAIT})
+        elif self.current is not None:
+            self.conn.send({"event": "phase", "phase": self.current[0], **self.current[1]})
 
     def verify(self) -> None:
         """Stop the evaluation if the evaluator's files changed since the judge started."""
@@ -106,6 +119,7 @@ class Judge:
         return record
 
     def phase(self, name: str, **extra: Any) -> None:
+        self.current = (name, extra)
         if self.conn is not None:
             self.conn.send({"event": "phase", "phase": name, **extra})
 

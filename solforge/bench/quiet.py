@@ -3,20 +3,20 @@ the other evaluators on that device are stopped (SIGSTOP) and continued afterwar
 
 Why: the device's slot keeps other evaluators' measurements and GPU checks apart, not what
 their candidates do outside it. A hostile candidate's background thread or child process
-keeps the GPU (time-slicing between contexts) and the host busy meanwhile. On the H200 on
-2026-12-01, four evaluators sharing one GPU with the anti-cheat corpus flagged 3 of 20
-honest runs ``off_device_work`` (the reference's own overhead, measured beside them, was
-2.6-14 ms per call instead of well under 1), while the same solutions measured alone
-passed (``benchmarks/results/2026-12-01-h200-s4``).
+keeps the GPU (time-slicing between contexts) and the host busy meanwhile.
 
-**Opt-in** (``SOLFORGE_QUIET_DEVICE=1``) until measured on a GPU: stopping other runners
-also pauses their imports and in-process builds, so builds overlap other candidates'
-timings less (the evaluator's throughput), and neither the fix nor that cost has been
-measured yet. ``checks._timing`` holds other runners still around the measurement only
-(candidate timing, baselines, the judge's clock), never around a compile: a stopped
-process may hold a compile cache's file lock.
+**Opt-in** (``SOLFORGE_QUIET_DEVICE=1``): stopping other runners also pauses their imports
+and in-process builds, so builds overlap other candidates' timings less. On the H200 on
+2026-12-01 the false alarms it was written for (3 of 20 honest runs flagged
+``off_device_work`` under ``pytest -n 4``) turned out to come from the slot's lock not
+being shared between processes with different caches (fixed in ``slots.py``); with the
+shared lock alone the anti-cheat suite passed 60 of 60. Neither what this adds nor what it
+costs has been measured (``benchmarks/results/2026-12-01-h200-s5``). ``checks._timing``
+holds other runners still around the measurement only (candidate timing, baselines, the
+judge's clock), never around a compile: a stopped process may hold a compile cache's file
+lock.
 
-Registry: a file per runner under ``<cache>/slots/<device>.runners/``, named by its pid,
+Registry: a file per runner under ``<slots dir>/<device>.runners/`` (``slots.slots_dir``), named by its pid,
 holding the pid's start time (a reused pid does not match it) and its judge's pid. A
 judge's own runners are not stopped by it; a runner its judge froze itself
 (``RunnerHandle.frozen``) carries a marker and is not continued by another judge.

@@ -243,6 +243,10 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
         "TRITON_CACHE_AUTOTUNING": "1",
     })
     env.update(QUIET_THREADS)
+    # the judge's slot directory: the runner's TMPDIR is private (bench/slots.py)
+    from solforge.bench.slots import SLOTS_ENV, slots_dir
+
+    env[SLOTS_ENV] = str(slots_dir())
     # the package must stay importable from the private working directory
     src_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH", "")) if p)

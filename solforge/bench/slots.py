@@ -2,9 +2,11 @@
 
 Any code that measures time on a GPU, or runs something that could disturb a measurement
 (an agent's ``run_command`` or ``profile``), holds the device's slot. The slot is an
-``fcntl`` lock on a file in the solforge cache, so judges of different runs and agents in
-other processes queue for it too; the OS releases it when its holder dies (``kill -9``
-included), so a crash never leaves a slot taken.
+``fcntl`` lock on a file in the machine's slot directory (:func:`slots_dir`, not the
+solforge cache: two processes with different caches, such as pytest-xdist workers with one
+isolated cache each, still share one GPU and must queue for it), so judges of different
+runs and agents in other processes queue for it too; the OS releases it when its holder
+dies (``kill -9`` included), so a crash never leaves a slot taken.
 
 On a GPU the correctness trials and the policy's traced call hold the slot as well: their
 kernels would otherwise time-slice with a kernel another evaluator is measuring. Builds,
@@ -15,7 +17,10 @@ trials there are CPU work like everything else and do not take it).
 Every hold is appended to a log beside the lock (``held_intervals``), which is how the
 throughput benchmark measures how busy a device was.
 
-Not covered: other users' processes on the same GPU that do not use solforge.
+Not covered: other users' processes on the same GPU that do not use solforge; processes
+that see different slot directories (a different ``SOLFORGE_SLOTS``, or another user when
+the shared directory is not writable to both: each then falls back to a directory of its
+own uid and they no longer queue together).
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import tempfile
 import time
-from collections.abc import Iterator
-
-from solforge.bench.sandbox import cache_dir
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 _HELD: dict[str, int] = {}
 # Set for a command run while its parent holds the slot (``slot_env``): the command's own
@@ -36,11 +41,54 @@ HELD_ENV = "SOLFORGE_SLOT_HELD"
 # Purposes a hold is logged with: evaluation work, or a runner's CUDA start-up.
 EVALUATION = "evaluation"
 RUNNER_START = "runner_start"
+# The phase an evaluation is in while it waits for the slot (``wait_hook``)
+SLOT_WAIT = "slot_wait"
+# Called with True when this process starts waiting for a slot another process holds, and
+# with False once it has it (the judge reports the wait as a phase of its own)
+wait_hook: Callable[[bool], None] | None = None
+
+
+# A directory named here is used as it is; judges pass theirs to their runners, whose
+# TMPDIR is private, so a runner's CUDA start-up queues on the same lock.
+SLOTS_ENV = "SOLFORGE_SLOTS"
+
+
+def slots_dir() -> Path:
+    """The machine's slot directory: ``$SOLFORGE_SLOTS``, else ``/tmp/solforge-slots``
+    (sticky and writable by all, like ``/tmp``), else, where that one belongs to another
+    user and is not writable, ``/tmp/solforge-slots-<uid>``."""
+    explicit = os.environ.get(SLOTS_ENV)
+    if explicit:
+        d = Path(explicit)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    base = Path("/tmp") if os.path.isdir("/tmp") else Path(tempfile.gettempdir())
+    shared = base / "solforge-slots"
+    try:
+        shared.mkdir(exist_ok=True)
+        if shared.stat().st_uid == os.getuid():
+            os.chmod(shared, 0o1777)  # mkdir's mode is cut by the umask
+        if os.access(shared, os.W_OK | os.X_OK) and not shared.is_symlink():
+            return shared
+    except OSError:
+        pass
+    own = base / f"solforge-slots-{os.getuid()}"
+    own.mkdir(exist_ok=True)
+    return own
+
+
+def _open(path: str, flags: int) -> int:
+    # O_NOFOLLOW: in a directory every user can write, a planted link must not redirect us
+    fd = os.open(path, flags | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        os.fchmod(fd, 0o666)  # other users' processes queue on the same file
+    except OSError:
+        pass
+    return fd
 
 
 def _lock_path(device: str) -> str:
-    d = cache_dir() / "slots"
-    d.mkdir(parents=True, exist_ok=True)
+    d = slots_dir()
     name = device.replace(":", "_")
     if device.startswith("cuda"):
         vis = os.environ.get("CUDA_VISIBLE_DEVICES", "")
@@ -58,8 +106,9 @@ def _log(lock_path: str, start: float, end: float, purpose: str) -> None:
     log = lock_path[:-len(".lock")] + ".log"
     try:
         # bounded: a busy machine starts a fresh log rather than filling the disk
-        mode = "w" if os.path.exists(log) and os.path.getsize(log) > (16 << 20) else "a"
-        with open(log, mode) as f:
+        big = os.path.exists(log) and os.path.getsize(log) > (16 << 20)
+        fd = _open(log, os.O_WRONLY | (os.O_TRUNC if big else os.O_APPEND))
+        with os.fdopen(fd, "w") as f:
             f.write(f"{start:.6f} {end:.6f} {os.getpid()} {purpose}\n")
     except OSError:
         pass
@@ -117,17 +166,26 @@ def device_slot(device: str, timeout_s: float | None = None, purpose: str = EVAL
         finally:
             _HELD[path] -= 1
         return
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+    fd = _open(path, os.O_RDWR)
     t0 = time.monotonic()
+    waiting = False
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-                    raise TimeoutError(f"{device}'s timing slot stayed busy for {timeout_s} s")
-                time.sleep(0.01)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not waiting and wait_hook is not None:
+                        wait_hook(True)
+                    waiting = True
+                    if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+                        raise TimeoutError(
+                            f"{device}'s timing slot stayed busy for {timeout_s} s") from None
+                    time.sleep(0.01)
+        finally:
+            if waiting and wait_hook is not None:
+                wait_hook(False)
         _HELD[path] = 1
         start = time.time()
         try:

@@ -9,7 +9,9 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    each candidate is an attempt in the ledger (agent ``search``, its levers, its reasoning,
    its parent), its file frozen at ``run.solution_path(problem, attempt)``, its record a
    ``visible`` evaluation, timed with the smaller ``explore_budget_ms`` and
-   ``explore_max_calls`` (these figures only rank candidates). Skipped: a family after
+   ``explore_max_calls`` (these figures only rank candidates). The reference goes first;
+   what its baselines show reorders the rest (``candidates.reorder_after_reference``:
+   compiled candidates next when torch.compile beat it, CUDA-graph replays last). Skipped: a family after
    ``family_failures`` failed candidates, a candidate whose parent failed, anything past a
    budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
@@ -26,8 +28,10 @@ evaluator, the best kept and re-measured. No model, no key, no network.
 
 Budgets are per problem and cover the exploration; the verdict always runs.
 ``gpu_seconds`` counts the wall time of the candidate's own phases of each evaluation
-(``budget.CHARGED_PHASES``: its correctness trials, policy probe, timing and host-clock batch,
-waits for the device's slot included; on a CPU, the CPU's). Not charged: the wait for a
+(``budget.CHARGED_PHASES``: its correctness trials, policy probe, timing and host-clock batch;
+on a CPU, the CPU's). Not charged: waits for the device's slot (``slot_wait``: other
+workers' measurements; on the H200 with four workers they were 10-45 s of the first
+evaluations), the wait for a
 spare runner, the judge's start, building the reference, preparing the baselines (compiled
 once per problem; on the H200 on 2026-12-01 these made the first candidate, the reference
 itself, cost 57-67 s of a 45 s budget, so no other candidate ran) and the closing;
@@ -74,7 +78,12 @@ from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
 from solforge.search.budget import PhaseClock, charged_seconds
-from solforge.search.candidates import Candidate, generate_candidates, search_context
+from solforge.search.candidates import (
+    Candidate,
+    generate_candidates,
+    reorder_after_reference,
+    search_context,
+)
 
 
 class SearchConfig(BaseModel):
@@ -311,12 +320,15 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
 
 def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
     """Evaluate candidates on the visible workloads within the budgets; returns how many
-    were evaluated now (those judged in an earlier session are reused, budget-free)."""
+    were evaluated now (those judged in an earlier session are reused, budget-free).
+    After the reference, the rest are reordered (``reorder_after_reference``)."""
     failures: Counter[str] = Counter()
     failed: set[str] = set()
     tried, spent = 0, 0.0
+    queue = list(cands)
     with PhaseClock(s.evaluator) as clock:
-        for c in cands:
+        while queue:
+            c = queue.pop(0)
             attempt = s.known_attempt(c)
             record = s.earlier(attempt, "visible") if attempt is not None else None
             if record is None:
@@ -339,6 +351,12 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
             if not record.passed:
                 failures[c.family] += 1
                 failed.add(c.name)
+            if c.family == "reference" and queue:
+                reordered = reorder_after_reference(queue, record)
+                if [x.name for x in reordered] != [x.name for x in queue]:
+                    s.event("reordered", names=[x.name for x in reordered],
+                            speedup_vs_compile=record.speedup_vs_compile)
+                queue = reordered
     s.event("budget", candidates=tried, eval_seconds=round(spent, 1),
             compile_seconds=round(clock.compile_s, 1))
     return tried

@@ -1,8 +1,10 @@
 """What a search worker's exploration spends: the evaluator's phase times, and the
 seconds of each evaluation charged to the ``gpu_seconds`` budget.
 
+Not charged: waits for the device's slot (the judge reports them as the ``slot_wait``
+phase): with several workers on one GPU, they are the other workers' measurements.
 Not covered: device time proper (the seconds a GPU was busy); phases are wall time as the
-caller saw them, waits for the device's slot included.
+caller saw them.
 """
 
 from __future__ import annotations

@@ -54,6 +54,9 @@ def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
 class CudaGraphed:
     """Calls ``fn`` through one CUDA graph per input signature.
 
+    A call whose tensors are all off the GPU (a problem's CPU workload) runs ``fn``
+    directly: capture needs device tensors, and there is no launch to save.
+
     The first call with a new signature warms ``fn`` up twice (autotuning, lazy
     initialisation) and captures it on copies of the inputs, which become the graph's
     static input buffers. Every call copies its inputs into those buffers, replays the
@@ -67,6 +70,8 @@ class CudaGraphed:
         self.graphs: dict[tuple[Any, ...], tuple[torch.cuda.CUDAGraph, tuple[Any, ...], Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
+        if not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+            return self.fn(*args)
         key = _signature(args)
         entry = self.graphs.get(key)
         if entry is None:

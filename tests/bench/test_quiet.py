@@ -38,6 +38,7 @@ def _spawn(code: str) -> subprocess.Popen:
 def other_judge(tmp_path, monkeypatch):
     """A process playing another judge, and its runner (which has a child of its own)."""
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv("SOLFORGE_SLOTS", str(tmp_path / "slots"))
     monkeypatch.setenv(quiet.ENV, "1")
     judge = _spawn("import time; time.sleep(120)")
     runner = _spawn("import subprocess, sys, time\n"
@@ -98,6 +99,7 @@ def test_own_runners_gone_runners_and_the_switch(other_judge, monkeypatch):
 def test_an_evaluation_with_quiet_measurements_registers_and_cleans_up(tmp_path,
                                                                        monkeypatch):
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv("SOLFORGE_SLOTS", str(tmp_path / "slots"))
     monkeypatch.setenv(quiet.ENV, "1")
     with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50)) as ev:
         r = ev.evaluate(PROBLEMS / "tiny_linear.py", SOLUTIONS / "tiny_good_pytorch.py",

@@ -3,6 +3,9 @@ slot's log tells evaluation work from runners' start-up."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -48,6 +51,7 @@ def test_judge_keeps_its_pool_full_and_hands_out_the_oldest_spare(monkeypatch):
 
 def test_slot_holds_are_logged_with_their_purpose(tmp_path, monkeypatch):
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv(slots.SLOTS_ENV, str(tmp_path / "slots"))  # no other process's holds
     t0 = time.time()
     with slots.device_slot("cpu"):
         time.sleep(0.05)
@@ -61,6 +65,7 @@ def test_slot_holds_are_logged_with_their_purpose(tmp_path, monkeypatch):
 
 def test_a_runner_started_inside_a_hold_is_told_so(tmp_path, monkeypatch):
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv(slots.SLOTS_ENV, str(tmp_path / "slots"))
     assert slots.held_slot_env("cpu") == {}
     with slots.device_slot("cpu"):
         env = slots.held_slot_env("cpu")
@@ -69,3 +74,30 @@ def test_a_runner_started_inside_a_hold_is_told_so(tmp_path, monkeypatch):
     monkeypatch.setenv(slots.HELD_ENV, env[slots.HELD_ENV])
     with slots.device_slot("cpu", timeout_s=1):
         assert slots._lock_path("cpu") not in slots._HELD
+
+
+def test_processes_with_different_caches_share_the_devices_slot(tmp_path, monkeypatch):
+    # pytest-xdist workers each isolate their cache; on the H200 their timings overlapped
+    # while the slot lived in the cache, and honest solutions were flagged off_device_work
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "mine"))
+    monkeypatch.delenv(slots.SLOTS_ENV, raising=False)
+    probe = ("import time\nfrom solforge.bench import slots\n"
+             "try:\n    with slots.device_slot('cpu', timeout_s=0.5): print('took it')\n"
+             "except TimeoutError: print('queued')\n")
+    env = {**os.environ, "SOLFORGE_CACHE": str(tmp_path / "theirs")}
+    with slots.device_slot("cpu"):
+        busy = subprocess.run([sys.executable, "-c", probe], env=env, text=True,
+                              capture_output=True, timeout=120)
+    free = subprocess.run([sys.executable, "-c", probe], env=env, text=True,
+                          capture_output=True, timeout=120)
+    assert busy.stdout.strip() == "queued", busy.stderr
+    assert free.stdout.strip() == "took it", free.stderr
+
+
+def test_a_runner_is_told_its_judges_slot_directory(tmp_path, monkeypatch):
+    from solforge.bench.sandbox import runner_env
+
+    monkeypatch.setenv(slots.SLOTS_ENV, str(tmp_path / "slots"))
+    env = runner_env("cpu", tmp_path / "work", {})
+    assert env[slots.SLOTS_ENV] == str(tmp_path / "slots")
+    assert env["TMPDIR"] != str(tmp_path / "slots")

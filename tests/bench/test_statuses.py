@@ -163,3 +163,31 @@ def test_cuda_cpp_compile_error_found_without_gpu(ev):
     assert r.language == "cuda_cpp"
     assert r.status is Status.COMPILE_ERROR
     assert "NVRTC" in r.message and "expected" in r.message
+
+
+def test_a_wait_for_the_devices_slot_is_its_own_phase(ev):
+    """With four search workers on one H200, 10-45 s of an evaluation's candidate, policy
+    and timing phases were waits for the slot other workers held, and the search budget
+    charged them to the candidate. The wait is now the ``slot_wait`` phase."""
+    import subprocess
+    import sys
+    import time
+
+    from solforge.search.budget import CHARGED_PHASES
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom solforge.bench import slots\n"
+         "with slots.device_slot('cpu'):\n    print('held', flush=True)\n    time.sleep(8)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        r = run(ev, "tiny_good_pytorch.py")
+        assert r.status is Status.PASSED, r.message
+        assert time.monotonic() - t0 > 2.0
+    finally:
+        holder.wait(timeout=60)
+    assert r.phase_seconds.get("slot_wait", 0.0) > 2.0, r.phase_seconds
+    assert "slot_wait" not in CHARGED_PHASES
+    # the phases the wait interrupted are still there
+    assert {"candidate", "timing", "host_clock"} <= set(r.phase_seconds), r.phase_seconds

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 import pytest
+import torch
 
 from solforge.problems import builtin_problems, find_builtin
 from solforge.search import candidates as candidates_module
@@ -135,3 +136,48 @@ def test_plug_in_generators_use_the_same_door(monkeypatch):
     assert [c.name for c in only] == ["mine", "reference"]
     with pytest.raises(ValueError, match="unknown levers"):
         Candidate(name="x", family="x", levers=["magic"], cost=1, source="", reasoning="")
+
+
+def test_cuda_graphed_forward_runs_eagerly_on_cpu_inputs():
+    # a problem's CPU workload reaches the graphs candidate too: capture needs device
+    # tensors (on the H200 it failed with "Cannot copy between CPU and CUDA tensors")
+    from solforge.search.runtime import CudaGraphed, cuda_graphed
+
+    class M(torch.nn.Module):
+        @cuda_graphed
+        def forward(self, x, scale):
+            return x * scale + 1
+
+    x = torch.randn(4, 8)
+    assert torch.equal(M()(x, 2.0), x * 2.0 + 1)
+    graphed = CudaGraphed(lambda x: x.sum())
+    assert graphed(x) == x.sum() and graphed.graphs == {}
+
+
+def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last():
+    # on the H200 a 50 s budget ran out on the reference and a CUDA-graph candidate while
+    # torch.compile was 10x faster than eager (rmsnorm_gemma2): no compiled candidate ran
+    from solforge.bench.records import EvaluationRecord, Status
+    from solforge.search.candidates import reorder_after_reference
+
+    cands, _ = generate_candidates(search_context(find_builtin("rmsnorm_gemma2"), "cuda"))
+    assert [c.name for c in cands][:3] == ["reference", "library", "cuda_graphs"]
+    rest = cands[1:]
+
+    def ref(vs_compile, status=Status.PASSED):
+        return EvaluationRecord(problem="p", solution="s", status=status,
+                                speedup_vs_eager=1.0, speedup_vs_compile=vs_compile)
+
+    slow = [c.name for c in reorder_after_reference(rest, ref(0.1))]
+    assert slow[:2] == ["compile", "compile_max_autotune"], slow
+    assert slow.index("library") < slow.index("cuda_graphs")
+    graphs = [n for n in slow if "cuda_graphs" in n]
+    assert slow[-len(graphs):] == graphs and len(graphs) == 3, slow
+    # compile no better than the reference: cheapest first, graphs still last
+    even = [c.name for c in reorder_after_reference(rest, ref(1.0))]
+    assert even[0] == "library" and even[-len(graphs):] == graphs
+    assert even.index("compile") < even.index("compile_max_autotune")
+    # a failed reference says nothing about the baselines
+    failed = reorder_after_reference(rest, ref(None, Status.RUNTIME_ERROR))
+    assert [c.name for c in failed] == [c.name for c in rest]
+    assert sorted(slow) == sorted(c.name for c in rest)
