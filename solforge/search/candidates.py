@@ -169,6 +169,8 @@ def order_candidates(cands: list[Candidate],
 # torch.compile's baseline this much faster than the reference (speedup_vs_compile of the
 # reference below it): the compiled candidates are evaluated next
 PROMOTE_COMPILE_BELOW = 0.9
+# promoted: compiled candidates estimated at most this times the cheapest compiled one
+PROMOTE_COST_FACTOR = 1.5
 
 
 def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
@@ -176,9 +178,10 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     """The candidates still to evaluate, reordered by what the reference's evaluation
     showed (parents still before their children; otherwise cheapest first):
 
-    - torch.compile's baseline beat the reference (``PROMOTE_COMPILE_BELOW``): candidates
-      that compile come first. They start from the best baseline's figure; a cheaper
-      candidate that does not compile has to beat it from the eager side. On the H200 on
+    - torch.compile's baseline beat the reference (``PROMOTE_COMPILE_BELOW``): the cheap
+      candidates that compile (``PROMOTE_COST_FACTOR``; not max-autotune) come first.
+      They start from the best baseline's figure; a cheaper candidate that does not
+      compile has to beat it from the eager side. On the H200 on
       2026-12-01, a 50 s budget ran out on the reference and a CUDA-graph candidate while
       torch.compile was 5-10x faster than eager (``rmsnorm_gemma2``, ``cross_entropy_llama3``).
     - candidates that replay CUDA graphs go last: the ranking figure is device kernel
@@ -189,12 +192,16 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     Not covered: a reference that failed (the order is left as it is)."""
     if not reference.passed:
         return rest
+    compiled = [c.cost for c in rest
+                if "compile" in c.levers and "cuda_graphs" not in c.levers]
+    # the cheap compiled ones only: max-autotune (minutes) still waits its turn by cost
+    cheap = min(compiled, default=0.0) * PROMOTE_COST_FACTOR
     promote = (reference.speedup_vs_compile is not None
                and reference.speedup_vs_compile < PROMOTE_COMPILE_BELOW)
 
     def tier(c: Candidate) -> int:
         if "cuda_graphs" in c.levers:
             return 2
-        return 0 if promote and "compile" in c.levers else 1
+        return 0 if promote and "compile" in c.levers and c.cost <= cheap else 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))

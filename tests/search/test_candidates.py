@@ -169,8 +169,8 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
                                 speedup_vs_eager=1.0, speedup_vs_compile=vs_compile)
 
     slow = [c.name for c in reorder_after_reference(rest, ref(0.1))]
-    assert slow[:2] == ["compile", "compile_max_autotune"], slow
-    assert slow.index("library") < slow.index("cuda_graphs")
+    assert slow[:2] == ["compile", "library"], slow  # max-autotune (minutes) by its cost
+    assert slow.index("compile_max_autotune") < slow.index("cuda_graphs")
     graphs = [n for n in slow if "cuda_graphs" in n]
     assert slow[-len(graphs):] == graphs and len(graphs) == 3, slow
     # compile no better than the reference: cheapest first, graphs still last
