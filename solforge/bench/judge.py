@@ -87,12 +87,10 @@ class Judge:
         slots.wait_hook = self._slot_wait
 
     def _slot_wait(self, waiting: bool) -> None:
-        if self.conn is None:
-            return
         if waiting:
-            self.conn.send({"event": "phase", "phase": SLOT_WAIT})
-        elif self.current is not None:
-            self.conn.send({"event": "phase", "phase": self.current[0], **self.current[1]})
+            self._send_phase(SLOT_WAIT, {})
+        elif self.current is not None:  # back to the phase the wait interrupted
+            self._send_phase(*self.current)
 
     def verify(self) -> None:
         """Stop the evaluation if the evaluator's files changed since the judge started."""
@@ -120,6 +118,9 @@ class Judge:
 
     def phase(self, name: str, **extra: Any) -> None:
         self.current = (name, extra)
+        self._send_phase(name, extra)
+
+    def _send_phase(self, name: str, extra: dict[str, Any]) -> None:
         if self.conn is not None:
             self.conn.send({"event": "phase", "phase": name, **extra})
 

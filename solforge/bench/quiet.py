@@ -16,8 +16,8 @@ holds other runners still around the measurement only (candidate timing, baselin
 judge's clock), never around a compile: a stopped process may hold a compile cache's file
 lock.
 
-Registry: a file per runner under ``<slots dir>/<device>.runners/`` (``slots.slots_dir``), named by its pid,
-holding the pid's start time (a reused pid does not match it) and its judge's pid. A
+Registry: a file per runner under ``<slots dir>/<device>.runners/``
+(``slots.slots_dir``), named by its pid, holding the pid's start time (a reused pid does not match it) and its judge's pid. A
 judge's own runners are not stopped by it; a runner its judge froze itself
 (``RunnerHandle.frozen``) carries a marker and is not continued by another judge.
 

@@ -64,6 +64,7 @@ from solforge.bench.proctree import (  # noqa: F401 (re-exported: older imports 
     kill_tree,
     reap_orphans,
 )
+from solforge.bench.slots import SLOTS_ENV, slots_dir
 
 # Variables a runner may inherit; everything else (keys, tokens, credentials) is dropped.
 _ENV_ALLOW = (
@@ -243,10 +244,7 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
         "TRITON_CACHE_AUTOTUNING": "1",
     })
     env.update(QUIET_THREADS)
-    # the judge's slot directory: the runner's TMPDIR is private (bench/slots.py)
-    from solforge.bench.slots import SLOTS_ENV, slots_dir
-
-    env[SLOTS_ENV] = str(slots_dir())
+    env[SLOTS_ENV] = str(slots_dir())  # the judge's: the runner's TMPDIR is private
     # the package must stay importable from the private working directory
     src_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH", "")) if p)

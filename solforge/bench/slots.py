@@ -66,10 +66,12 @@ def slots_dir() -> Path:
     shared = base / "solforge-slots"
     try:
         shared.mkdir(exist_ok=True)
-        if shared.stat().st_uid == os.getuid():
-            os.chmod(shared, 0o1777)  # mkdir's mode is cut by the umask
-        if os.access(shared, os.W_OK | os.X_OK) and not shared.is_symlink():
-            return shared
+        # a link planted there by another user is neither followed nor chmod-ed through
+        if not shared.is_symlink():
+            if shared.stat().st_uid == os.getuid():
+                os.chmod(shared, 0o1777)  # mkdir's mode is cut by the umask
+            if os.access(shared, os.W_OK | os.X_OK):
+                return shared
     except OSError:
         pass
     own = base / f"solforge-slots-{os.getuid()}"

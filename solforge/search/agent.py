@@ -11,9 +11,9 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    ``visible`` evaluation, timed with the smaller ``explore_budget_ms`` and
    ``explore_max_calls`` (these figures only rank candidates). The reference goes first;
    what its baselines show reorders the rest (``candidates.reorder_after_reference``:
-   compiled candidates next when torch.compile beat it, CUDA-graph replays last). Skipped: a family after
-   ``family_failures`` failed candidates, a candidate whose parent failed, anything past a
-   budget (``SearchConfig``).
+   compiled candidates next when torch.compile beat it, CUDA-graph replays last).
+   Skipped: a family after ``family_failures`` failed candidates, a candidate whose
+   parent failed, anything past a budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
    ``speedup_vs_best`` (geomean over workloads of min(eager, compile) / time) is evaluated
    on every workload, held-out ones included, in a fresh runner with ``rounds``
@@ -28,12 +28,11 @@ evaluator, the best kept and re-measured. No model, no key, no network.
 
 Budgets are per problem and cover the exploration; the verdict always runs.
 ``gpu_seconds`` counts the wall time of the candidate's own phases of each evaluation
-(``budget.CHARGED_PHASES``: its correctness trials, policy probe, timing and host-clock batch;
-on a CPU, the CPU's). Not charged: waits for the device's slot (``slot_wait``: other
+(``budget.CHARGED_PHASES``: its correctness trials, policy probe, timing and host-clock
+batch; on a CPU, the CPU's). Not charged: waits for the device's slot (``slot_wait``: other
 workers' measurements; on the H200 with four workers they were 10-45 s of the first
-evaluations), the wait for a
-spare runner, the judge's start, building the reference, preparing the baselines (compiled
-once per problem; on the H200 on 2026-12-01 these made the first candidate, the reference
+evaluations), the wait for a spare runner, the judge's start, building the reference,
+preparing the baselines (compiled once per problem; on the H200 on 2026-12-01 these made the first candidate, the reference
 itself, cost 57-67 s of a 45 s budget, so no other candidate ran) and the closing;
 ``compile_seconds`` counts the time the evaluator spends building, loading and checking
 candidates (its ``build`` and ``candidate`` phases: imports, Triton JIT, ``torch.compile``,
