@@ -21,11 +21,13 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from solforge.bench import inputs as I
+from solforge.bench import slow_baselines
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import WorkloadResult
 from solforge.bench.sandbox import cache_dir
@@ -119,13 +121,20 @@ def known_unavailable(problem: Problem, w: Workload, opts: EvalOptions) -> dict[
     baselines: ``--fresh-baselines`` tries again)."""
     if opts.fresh_baselines:
         return {}
+    found = cached_entries(opts, lambda label: _unavailable_key(problem, w, opts, label))
+    return {kind: str(hit.get("unavailable", "")) for kind, hit in found.items()}
+
+
+def cached_entries(opts: EvalOptions, key_of: Callable[[str], str]) -> dict[str, dict]:
+    """Per baseline kind of ``opts``, the cache's entry under ``key_of(label)``, where it
+    has one."""
     cache = BaselineCache()
     try:
         out = {}
         for kind in opts.baselines:
-            hit = cache.get(_unavailable_key(problem, w, opts, _label(kind, opts)))
+            hit = cache.get(key_of(_label(kind, opts)))
             if hit is not None:
-                out[kind] = str(hit.get("unavailable", ""))
+                out[kind] = hit
         return out
     finally:
         cache.close()
@@ -144,7 +153,8 @@ def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: Ev
     unavailable = known_unavailable(problem, w, opts)
     kinds = [k for k in opts.baselines if k not in unavailable]
     if fresh or opts.fresh_baselines:
-        return kinds
+        slow = slow_baselines.too_slow(problem, w, opts)  # reused, not compiled again
+        return [k for k in kinds if k not in slow]
     cache = BaselineCache()
     try:
         return [k for k in kinds
@@ -179,6 +189,7 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
                 out[kind] = ref
                 continue
             judge.phase("baseline", workload=w.name, kind=label)
+            t0 = time.monotonic()
             try:
                 fn, why = warmed_compile(ref, opts, pool, seeds, torch.device(opts.device))
             except Exception as e:
@@ -190,6 +201,7 @@ def prepare_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload,
                 cache.put(_unavailable_key(problem, w, opts, label), {"unavailable": why})
                 continue
             out[kind] = fn
+            slow_baselines.remember(problem, w, opts, label, warmup_s=time.monotonic() - t0)
     finally:
         cache.close()
     return out
@@ -264,6 +276,8 @@ def time_baselines(judge: Judge, problem: Problem, ref: Any, w: Workload, pool: 
                     _note(res, f"{label} baseline failed: {type(e).__name__}: {str(e)[:300]}")
                     continue
                 cache.put(key, hit)
+                if kind != "eager":  # the figure a slow warm-up's re-measurement reuses
+                    slow_baselines.remember(problem, w, opts, label, figure=hit)
             found[kind] = hit
             if kind == "eager":
                 res.eager_ms = hit["kernel_ms"]

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from solforge.bench import inputs as I
-from solforge.bench import probes, quiet
+from solforge.bench import probes, quiet, slow_baselines
 from solforge.bench.baselines import (
     Interleaved,
     batch_size,
@@ -42,7 +42,7 @@ from solforge.bench.judge import Judge
 from solforge.bench.options import EvalOptions
 from solforge.bench.outcome import hacked, owned, runner_failed
 from solforge.bench.records import Status, WorkloadResult
-from solforge.bench.slots import device_slot
+from solforge.bench.slots import device_slot, not_the_candidates_time
 from solforge.bench.timing import TimingConfig, fresh_inputs
 from solforge.problems.spec import Problem, Workload
 
@@ -110,8 +110,9 @@ def timing_checks(judge: Judge, problem: Problem, module: Any, ref: Any, w: Work
         # reference's kernels, which would time-slice with another evaluator's measurement
         with runner.frozen(), device_slot(opts.device):
             pool = make_pool()
-            prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg,
-                                         opts, res, missing)
+            with not_the_candidates_time():  # the judge's own work (a compile: minutes)
+                prepared = prepare_baselines(judge, problem, ref, w, pool, prep_seeds, cfg,
+                                             opts, res, missing)
     judge.phase("timing", workload=w.name)
     runner.start_idle_watch()
     try:
@@ -160,19 +161,21 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
             if interleaved is not None:
                 if (status := _verified(judge, res)) is not None:
                     return status
-                with runner.frozen():
+                with runner.frozen(), not_the_candidates_time():
                     interleaved.measure(seeds)
         res.time_ms, res.latency_ms = _median(kernel), _median(latency)
         res.timed_calls = len(kernel)
         res.time_spread = _spread(kernel)
         if interleaved is not None:
-            base = interleaved.results(res)
+            # compile baselines too slow to warm up again: their earlier figure
+            base = slow_baselines.reuse(res, opts, slow_baselines.too_slow(problem, w, opts),
+                                        interleaved.results(res))
         else:
             # nothing the candidate wrote may load while baselines are timed fresh, and
             # nothing of it may run while they are timed
             if prepared and (status := _verified(judge, res)) is not None:
                 return status
-            with runner.frozen():
+            with runner.frozen(), not_the_candidates_time():
                 base = time_baselines(judge, problem, ref, w, pool, seeds, cfg, opts, res,
                                       prepared)
         judge.phase("host_clock", workload=w.name)

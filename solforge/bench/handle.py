@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from solforge.bench import quiet
+from solforge.bench import quiet, slots
 from solforge.bench.proctree import cpu_seconds
 from solforge.bench.sandbox import RunnerProcess
 
@@ -119,7 +119,7 @@ class RunnerHandle:
         from solforge.bench.channel import ChannelError
 
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - slots.clock()  # a wait for the slot is not the candidate's
             if remaining <= 0:
                 self.proc.kill()
                 raise RunnerFailure("TIMEOUT", f"no answer to '{what}' before the time limit;"

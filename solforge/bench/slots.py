@@ -149,6 +149,37 @@ def _held_by_parent(path: str) -> bool:
     return path in os.environ.get(HELD_ENV, "").split(os.pathsep)
 
 
+# seconds the candidate's clock stood still in this process, in all, and how deeply
+# nested the blocks that stop it are (see clock())
+_WAITED = [0.0]
+_STOPPED = [0]
+
+
+def clock() -> float:
+    """A monotonic clock that stands still while this process waits for a device's slot,
+    or does work of its own inside :func:`not_the_candidates_time`.
+
+    The judge's time limits run on it: with several evaluators on one GPU a candidate
+    waited minutes for other evaluators' measurements (six workers on one H200,
+    2026-12-01), and a re-measurement spent 177 s compiling baselines (2026-12-02);
+    neither is the candidate's time. Not covered: waits of other processes (a runner's
+    own start-up wait is bounded by ``SLOT_WAIT_S`` there)."""
+    return time.monotonic() - _WAITED[0]
+
+
+@contextlib.contextmanager
+def not_the_candidates_time() -> Iterator[None]:
+    """Stop :func:`clock` for the block (nested blocks and slot waits inside count once)."""
+    t0 = time.monotonic()
+    _STOPPED[0] += 1
+    try:
+        yield
+    finally:
+        _STOPPED[0] -= 1
+        if _STOPPED[0] == 0:
+            _WAITED[0] += time.monotonic() - t0
+
+
 @contextlib.contextmanager
 def device_slot(device: str, timeout_s: float | None = None, purpose: str = EVALUATION
                 ) -> Iterator[float]:
@@ -188,6 +219,8 @@ def device_slot(device: str, timeout_s: float | None = None, purpose: str = EVAL
         finally:
             if waiting and wait_hook is not None:
                 wait_hook(False)
+        if waiting and not _STOPPED[0]:  # inside a stopped block it counts once, there
+            _WAITED[0] += time.monotonic() - t0
         _HELD[path] = 1
         start = time.time()
         try:

@@ -40,7 +40,7 @@ from solforge.bench.probes import policy_probe
 from solforge.bench.records import EvaluationRecord, Finding, Status, WorkloadResult
 from solforge.bench.reference_solution import is_reference_solution
 from solforge.bench.sandbox import cache_dir
-from solforge.bench.slots import device_slot
+from solforge.bench.slots import clock, device_slot
 from solforge.bench.solution import Language, SolutionError, get_language, load_solution
 from solforge.bench.trials import correctness_trials
 from solforge.problems.loader import import_file, load_problem
@@ -127,7 +127,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
                      f"no workload of {problem.name} matches {opts.workloads!r} on "
                      f"{opts.device}")
     rec.held_out_included = any(not w.visible for w, _ in selected)
-    deadline = time.monotonic() + opts.timeout_s
+    deadline = clock() + opts.timeout_s
     if lang.builds_ahead:
         judge.phase("build")
         builder = judge.builder(opts.memory_mb)
@@ -152,6 +152,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
             found: list[Finding] = []
             res = _workload(judge, problem, module, sol.path, w, timed, runner, opts,
                             deadline, seed, lang if checked else None, found)
+            release_device_memory(opts.device)
             _record_findings(rec, found)
             rec.workloads.append(res)
             for f in res.flags:
@@ -164,6 +165,18 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
         judge.phase("closing")  # the runner killed, the evaluator's files checked, a spare
         rec.runner_seconds = {k: round(v, 3) for k, v in runner.op_seconds.items()}
         runner.close()
+
+
+def release_device_memory(device: str) -> None:
+    """Give the workload's freed GPU memory back to the driver (PyTorch's caching allocator
+    keeps it reserved otherwise). Several evaluators share a GPU: on the H200 with six
+    search workers, processes that each kept their largest workload's blocks (18 GiB)
+    left an honest reference 90 MiB and it failed out of memory."""
+    if device.startswith("cuda") and torch.cuda.is_initialized():
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def _record_findings(rec: EvaluationRecord, found: list[Finding]) -> None:
@@ -264,7 +277,7 @@ def profile(judge: Judge, problem_path: str, solution_path: str, language: str |
     if not timed:
         return {"ok": False, "message": "no workload to profile on this device"}
     w = timed[0]
-    deadline = time.monotonic() + opts.timeout_s
+    deadline = clock() + opts.timeout_s
     runner = judge.runner(opts.memory_mb)
     eval_mode = not problem.train_mode and not problem.kernelbench_plain
     try:

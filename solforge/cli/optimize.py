@@ -83,6 +83,9 @@ def register(app: typer.Typer) -> None:
         budget_attempts: int = typer.Option(0, help="run budget: candidates"),
         unit_timeout_s: float = typer.Option(0.0, help="a unit longer is stalled (0: off)"),
         timeout: float = typer.Option(300.0, help="seconds per evaluation"),
+        budget_ms: float = typer.Option(0.0, help="the evaluator's timed-loop budget per "
+                                        "workload in ms (0: by device, 1000 on a GPU); "
+                                        "the search agent's final re-measurement uses it"),
         baselines: str = typer.Option("eager,compile", help="reference baselines to time"),
         max_candidates: int = typer.Option(None, help="search agent: candidates per problem "
                                            "and unit (default: 12 on a GPU, 6 on a CPU)"),
@@ -143,6 +146,7 @@ def register(app: typer.Typer) -> None:
                 price_out=price_out, policy=policy, timeout_s=timeout,
                 resume=resume is not None,
                 eval_options=EvalOptions(device=device, timeout_s=timeout, policy=policy,
+                                         budget_ms=budget_ms,
                                          languages=list(language or []) or None,
                                          baselines=[b for b in baselines.split(",") if b])))
         try:
@@ -189,7 +193,7 @@ def register(app: typer.Typer) -> None:
                             tokens=budget_tokens, cost_usd=budget_cost,
                             attempts=budget_attempts))
         opts = EvalOptions(device=devices[0], timeout_s=timeout, policy=policy,
-                           languages=list(language or []) or None,
+                           budget_ms=budget_ms, languages=list(language or []) or None,
                            baselines=[b for b in baselines.split(",") if b])
         if resume is None:
             spec = RunSpec(agent=",".join(agents), targets=list(targets or ["all"]),

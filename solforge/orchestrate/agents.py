@@ -24,7 +24,7 @@ def search_agent(**settings: Any):
 
     def unit_fn(run: Run, problem: Problem, evaluator: CachedEvaluator, unit: Unit) -> Any:
         cfg = base.model_copy(update={"worker": unit.worker})
-        return run_search_worker(run, problem, evaluator, cfg)
+        return run_search_worker(run, problem, evaluator, cfg, stop=unit.stop)
 
     return unit_fn
 

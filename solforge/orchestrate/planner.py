@@ -96,6 +96,9 @@ class Unit:
     worker: str
     start_from: Path | None = None
     parent_attempt: int | None = None
+    # the run's stop reason once it has one (a budget spent), else "": a worker that asks
+    # between its steps ends early and keeps what it has
+    stop: Callable[[], str] | None = None
 
 
 class WorkerFn(Protocol):
@@ -276,7 +279,8 @@ class Planner:
                                                       "ordinal": ordinal})
         return Unit(id=wid, problem=ps.problem.name, agent=w.agent, role=role,
                     worker=w.name if ordinal == 1 else f"{w.name}-{ordinal}",
-                    start_from=start, parent_attempt=parent)
+                    start_from=start, parent_attempt=parent,
+                    stop=lambda: self.stop_reason or "")
 
     def _run_unit(self, w: WorkerState, ps: ProblemState, unit: Unit) -> None:
         led = self.run.ledger

@@ -17,14 +17,25 @@ evaluator, the best kept and re-measured. No model, no key, no network.
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
    ``speedup_vs_best`` (geomean over workloads of min(eager, compile) / time) is evaluated
    on every workload, held-out ones included, in a fresh runner with ``rounds``
-   interleaved rounds of candidate and fresh baselines, with the evaluator's own timing
-   budget (``final``); if it fails, the next one is tried (``verdict_tries``). Why one
+   interleaved rounds of candidate and fresh baselines (a compile baseline too slow to
+   warm up again keeps its earlier figure: ``bench.slow_baselines``), with the
+   evaluator's own timing budget (``final``); if it fails, the next one is tried (``verdict_tries``). Why one
    evaluation: a fresh-process interleaved evaluation on all workloads is both the
    verdict (correctness and anti-cheat checks on every workload) and the honest figure
    (the best of several noisy figures is biased upwards, so the one that ranked the
    winner is never reported); a separate verdict before it would judge the same
    workloads again, at full cost. The first ``final`` that passes is the result, and its
    figure the one reported.
+
+Besides budgets, the exploration ends early when the run is stopping (``stop()``, the
+planner's: its wall budget spent) once some candidate passed: the best so far still gets
+its verdict, so a run cut by its budget keeps a judged solution per started problem. When
+torch.compile could not settle on the reference, or took ``slow_compile_s`` to warm up
+its baselines (``candidates.slow_compile_reason``), the compiled candidates are skipped:
+each would recompile as long at every correctness trial, inside the device's slot, while
+the other workers wait. A candidate that failed with a GPU out-of-memory error is judged
+again (``oom_retries``; the first record is kept as ``<kind>_oom``): another evaluator on
+the GPU may have held the memory.
 
 Budgets are per problem and cover the exploration; the verdict always runs.
 ``gpu_seconds`` counts the wall time of the candidate's own phases of each evaluation
@@ -66,13 +77,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from solforge.agents.worker import WorkerResult
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.records import EvaluationRecord
-from solforge.bench.timing import TimingConfig
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
@@ -82,46 +90,12 @@ from solforge.search.candidates import (
     generate_candidates,
     reorder_after_reference,
     search_context,
+    slow_compile_reason,
 )
+from solforge.search.config import SearchConfig
 
-
-class SearchConfig(BaseModel):
-    """Budgets and choices of one search worker on one problem."""
-
-    worker: str = Field("search", description="worker name in the ledger")
-    role: str = Field("optimizer", description="the role its attempts are recorded under")
-    families: list[str] | None = Field(
-        None, description="generators to use (None: every registered one)")
-    max_candidates: int | None = Field(
-        None, ge=1, description="candidates evaluated per problem (None: 12 on a GPU, 6 on "
-        "a CPU)")
-    gpu_seconds: float = Field(
-        1800.0, gt=0, description="wall seconds of the candidates' own evaluation phases per "
-        "problem (trials, policy probe, timing; not the runner's start-up nor the "
-        "baselines' preparation), on the evaluation device (a CPU's seconds on a CPU)")
-    compile_seconds: float = Field(
-        900.0, gt=0, description="seconds the evaluator spends building, loading and "
-        "checking candidates (compilation included) per problem")
-    family_failures: int = Field(
-        2, ge=1, description="failed candidates after which a family's others are skipped")
-    verdict_tries: int = Field(
-        2, ge=1, description="passing candidates given the final verdict (all workloads, "
-        "re-measured), best first, until one passes it")
-    rounds: int = Field(3, ge=1, description="interleaved rounds of the final verdict's "
-                        "re-measurement")
-    explore_budget_ms: float = Field(
-        250.0, gt=0, description="timed-loop budget per workload while exploring (never "
-        "more than the evaluator's own): exploring only ranks candidates, which needs less "
-        "precision than the reported figure; the final verdict re-measures the winner with "
-        "the evaluator's full budget")
-    explore_max_calls: int = Field(
-        50, ge=TimingConfig.min_calls, description="timed calls per workload while "
-        "exploring, at most (never more than the evaluator's own; at least the timing's "
-        "minimum of calls): ranking needs less precision than the reported figure, which "
-        "the final verdict measures with the evaluator's full count")
-    resume: bool = Field(True, description="reuse earlier search attempts and evaluations "
-                         "of the same source on this problem (a later unit goes on where "
-                         "an earlier one stopped)")
+# how the runner names a CUDA out-of-memory error (``bench.runner.explain``)
+OUT_OF_GPU_MEMORY = "GPU out of memory"
 
 
 def _score(record: EvaluationRecord) -> float:
@@ -134,8 +108,10 @@ class _Search:
     """One problem's search: the ledger writes and the bookkeeping between them."""
 
     def __init__(self, run: Run, problem: Problem, evaluator: Evaluator, config: SearchConfig,
-                 on_event: Callable[..., None] | None) -> None:
+                 on_event: Callable[..., None] | None,
+                 stop: Callable[[], str] | None = None) -> None:
         self.run, self.problem, self.evaluator, self.config = run, problem, evaluator, config
+        self.stop = stop or (lambda: "")
         self.led, self.name, self.worker = run.ledger, problem.name, config.worker
         self.on_event = on_event or (lambda kind, **data: None)
         self.attempts: dict[str, int] = {}           # candidate name -> attempt id
@@ -187,8 +163,10 @@ class _Search:
         old = self.earlier(attempt, "full")
         if old is not None and not old.passed and self.earlier(attempt, "final") is None:
             return old
-        return self.evaluate(attempt, "final", workloads="all", rounds=self.config.rounds,
-                             fresh_baselines=True)
+        # rounds > 1 times fresh baselines beside the candidate; not ``fresh_baselines``,
+        # which would also retry compile baselines known to be unavailable or too slow to
+        # warm up (``bench.slow_baselines``) while every other evaluator waits for the slot
+        return self.evaluate(attempt, "final", workloads="all", rounds=self.config.rounds)
 
     def explore_timing(self) -> dict[str, Any]:
         """The timing overrides of the exploring evaluations: the config's, capped by the
@@ -203,6 +181,15 @@ class _Search:
             return found
         path = self.run.solution_path(self.name, attempt)
         record = self.evaluator.evaluate(self.problem, path, **overrides)
+        for _ in range(self.config.oom_retries):
+            if record.passed or OUT_OF_GPU_MEMORY not in record.message:
+                break
+            # another evaluator on the GPU may have held the memory: the record is kept,
+            # and the candidate judged again (a real excess fails again)
+            self.led.add_evaluation(self.name, record.to_json(), kind=f"{kind}_oom",
+                                    attempt=attempt)
+            self.event("retried", scope=kind, attempt=attempt, message=record.message[:300])
+            record = self.evaluator.evaluate(self.problem, path, **overrides)
         self.led.add_evaluation(self.name, record.to_json(), kind=kind, attempt=attempt)
         self.event("evaluation", scope=kind, attempt=attempt, status=record.status.value,
                    speedup_vs_best=speedup_vs_best(record.to_json()),
@@ -216,7 +203,8 @@ def _limit(config: SearchConfig, gpu: bool) -> int:
 
 def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
                       config: SearchConfig | None = None,
-                      on_event: Callable[..., None] | None = None) -> WorkerResult:
+                      on_event: Callable[..., None] | None = None,
+                      stop: Callable[[], str] | None = None) -> WorkerResult:
     """Search ``problem`` and record everything in ``run`` (see the module docstring).
 
     ``evaluator`` is an :class:`Evaluator` or anything with its ``options`` and
@@ -225,9 +213,11 @@ def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
     them too). Never raises for anything a candidate does; the result and the ledger say
     how it ended. :class:`~solforge.bench.guard.EvaluatorTampered` (the evaluator's own
     files changed: no verdict can be trusted any more) is recorded and raised.
+    ``stop()`` (the planner's: its budget spent) returning a reason ends the exploration
+    once a candidate passed; the best so far still gets its final verdict.
     """
     config = config or SearchConfig()
-    s = _Search(run, problem, evaluator, config, on_event)
+    s = _Search(run, problem, evaluator, config, on_event, stop)
     run.ledger.add_problem(problem.name, str(problem.path), problem.category)
     run.ledger.set_problem_state(problem.name, "active")
     try:
@@ -299,6 +289,9 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
                  spent: float, clock: PhaseClock, failures: Counter[str],
                  failed: set[str]) -> str | None:
     cfg = s.config
+    stopping = s.stop()
+    if stopping and any(r.passed for r in s.visible.values()):
+        return f"the run is stopping ({stopping}); the best so far is kept"
     if tried >= limit:
         return f"max_candidates ({limit}) reached"
     if spent >= cfg.gpu_seconds:
@@ -350,6 +343,13 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
             if not record.passed:
                 failures[c.family] += 1
                 failed.add(c.name)
+            # the first evaluation of the problem prepares its baselines: whichever
+            # candidate it was, its record says how torch.compile fared on the reference
+            slow = slow_compile_reason(record, s.config.slow_compile_s)
+            if slow is not None:
+                for x in (x for x in queue if "compile" in x.levers):
+                    s.event("skipped", candidate=x.name, reason=slow)
+                queue = [x for x in queue if "compile" not in x.levers]
             if c.family == "reference" and queue:
                 reordered = reorder_after_reference(queue, record)
                 if [x.name for x in reordered] != [x.name for x in queue]:

@@ -205,3 +205,27 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
         return 0 if promote and "compile" in c.levers and c.cost <= cheap else 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))
+
+
+def slow_compile_reason(reference: EvaluationRecord, limit_s: float) -> str | None:
+    """Why compiled candidates should not be evaluated on this problem, judging by the
+    reference's evaluation, or None.
+
+    torch.compile recompiles a reference with data-dependent values (a ``tolist()`` of
+    lengths, a Python loop over them) for new inputs: its baseline is then found
+    unavailable, or takes long to warm up. A compiled candidate recompiles the same way
+    at each correctness trial with fresh inputs, inside the device's slot, so every other
+    evaluator on the GPU waits: on the H200 on 2026-12-01 (``paged_decode_vllm``, 86 s of
+    baseline preparation) six evaluations waited more than 200 s behind such a candidate.
+    Not covered: a slow compile that would have settled and won (the baseline shows what
+    torch.compile gives; the reported figures still compare against it)."""
+    for w in reference.workloads:
+        if "compile" in w.message and "baseline unavailable" in w.message:
+            return f"torch.compile did not settle on the reference (workload {w.name}: " \
+                   f"its compile baseline is unavailable)"
+    spent = reference.phase_seconds.get("baseline", 0.0)
+    if spent > limit_s:
+        return f"torch.compile took {spent:.0f} s to warm up the reference's baselines " \
+               f"(more than {limit_s:g} s): a compiled candidate would recompile as " \
+               f"long at each trial, inside the device's slot"
+    return None

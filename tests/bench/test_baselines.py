@@ -112,3 +112,47 @@ def test_interleaved_rounds_share_one_evaluations_timing():
     assert once.workloads[0].timed_calls <= 30
     assert 20 <= thrice.workloads[0].timed_calls <= 30, thrice.workloads[0].timed_calls
     assert thrice.workloads[0].eager_ms  # the fresh baseline was measured in its rounds
+
+
+def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, monkeypatch):
+    """A re-measurement compiles its fresh baselines again; one whose warm-up took long
+    (36 s per workload on the H200, inside the slot, every other evaluator waiting) reuses
+    its last figure instead and says so. A quick one is compiled again; --fresh-baselines
+    always compiles."""
+    from solforge.bench import slow_baselines
+
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
+                       max_calls=20, seed=4, timeout_s=120)
+    problem = load_problem(PROBLEMS / "tiny_linear.py")
+    w = next(x for x in problem.workloads if x.name == "small")
+    sol = reference_solution(problem)
+    compiles: list[int] = []
+
+    def count(msg):
+        if msg.get("phase") == "baseline" and str(msg.get("kind", "")).startswith("compile"):
+            compiles[-1] += 1
+
+    with Evaluator(opts, on_phase=count) as ev:
+        def judge(**kw):
+            compiles.append(0)
+            return ev.evaluate(problem, sol, workloads=["small"], **kw)
+
+        first = judge()
+        quick = judge(rounds=3)
+        assert compiles[0] >= 1 and compiles[1] >= 1, compiles  # quick: compiled again
+        entry = slow_baselines.too_slow(problem, w, opts)
+        assert entry == {}  # nothing slow yet
+        slow_baselines.remember(problem, w, opts, "compile:default", warmup_s=45.0,
+                                figure={"kernel_ms": 123.0, "latency_ms": 124.0,
+                                        "host_ms": 125.0})
+        reused = judge(rounds=3)
+        fresh = judge(rounds=3, fresh_baselines=True)
+    assert compiles[2] == 0 and compiles[3] >= 1, compiles
+    for r in (first, quick, reused, fresh):
+        assert r.status is Status.PASSED, r.message
+    assert first.workloads[0].compile_ms and quick.workloads[0].compile_ms != 123.0
+    got = reused.workloads[0]
+    assert got.compile_ms == 123.0 and got.eager_ms  # eager still measured fresh
+    assert "from an earlier measurement" in got.message and "45 s" in got.message
+    assert fresh.workloads[0].compile_ms != 123.0

@@ -101,3 +101,58 @@ def test_a_runner_is_told_its_judges_slot_directory(tmp_path, monkeypatch):
     env = runner_env("cpu", tmp_path / "work", {})
     assert env[slots.SLOTS_ENV] == str(tmp_path / "slots")
     assert env["TMPDIR"] != str(tmp_path / "slots")
+
+
+COMPILED_SOLUTION = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, k=33, n=17):
+        super().__init__()
+        self.fc = nn.Linear(k, n)
+        self.scale = 1.5
+
+    @torch.compile(backend="sf_counting_test")
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc(x)) * self.scale
+'''
+
+
+def test_each_workload_compiles_afresh_in_the_runner(tmp_path, monkeypatch):
+    """A runner judges one candidate on workload after workload: dynamo's guards for the
+    earlier shapes and configurations piled up past its recompile limit, and a compiled
+    candidate then ran eagerly (0.80x against torch.compile in its final verdict on the
+    H200, 1.00x while exploring on fewer workloads). Each load starts dynamo afresh, as
+    the judge's compile baseline does."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.backends.registry import register_backend
+
+    from solforge.bench import inputs as I
+    from solforge.bench.runner import Runner
+    from tests.conftest import PROBLEMS
+
+    compiles: list[int] = []
+
+    def counting(gm, example_inputs):
+        compiles.append(1)
+        return gm.forward
+
+    register_backend(counting, name="sf_counting_test")
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    sol = tmp_path / "compiled.py"
+    sol.write_text(COMPILED_SOLUTION)
+    runner = Runner("cpu")
+    outs = []
+    for params in ({"m": 7, "k": 33, "n": 17}, {"m": 13, "k": 64, "n": 31}):
+        assert runner.op_load({"problem": str(PROBLEMS / "tiny_linear.py"),
+                               "solution": str(sol), "params": params,
+                               "eval_mode": True})["ok"]
+        x = I.make_inputs(runner.problem_mod, params, 3, "normal", torch.device("cpu"))
+        with torch.no_grad():
+            outs.append(runner._forward(x, 3))
+    assert [o.shape[-1] for o in outs] == [17, 31]
+    assert len(compiles) == 2  # the second workload compiled, not run eagerly
+    torch._dynamo.reset()

@@ -165,29 +165,89 @@ def test_cuda_cpp_compile_error_found_without_gpu(ev):
     assert "NVRTC" in r.message and "expected" in r.message
 
 
-def test_a_wait_for_the_devices_slot_is_its_own_phase(ev):
-    """With four search workers on one H200, 10-45 s of an evaluation's candidate, policy
-    and timing phases were waits for the slot other workers held, and the search budget
-    charged them to the candidate. The wait is now the ``slot_wait`` phase."""
+def hold_slot(device: str, seconds: float):
+    """A process that holds ``device``'s slot for ``seconds``; returns once it holds it."""
     import subprocess
     import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom solforge.bench import slots\n"
+         f"with slots.device_slot({device!r}):\n    print('held', flush=True)\n"
+         f"    time.sleep({seconds})\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_wait_for_the_devices_slot_is_its_own_phase_and_not_the_candidates_time(ev):
+    """With four search workers on one H200, 10-45 s of an evaluation's candidate, policy
+    and timing phases were waits for the slot other workers held, and the search budget
+    charged them to the candidate: the wait is now the ``slot_wait`` phase. With six
+    workers the waits reached 190 s and spent the candidate's ``timeout_s`` on the wall
+    clock: the judge's deadlines now run on ``slots.clock``, which stands still while it
+    waits, so a slot held past the time limit does not time an honest candidate out.
+    (The holder keeps the slot 25 s: longer than a cold evaluator takes to reach its
+    first wait, so the candidate waits more than its 10 s limit.)"""
     import time
 
     from solforge.search.budget import CHARGED_PHASES
 
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom solforge.bench import slots\n"
-         "with slots.device_slot('cpu'):\n    print('held', flush=True)\n    time.sleep(8)\n"],
-        stdout=subprocess.PIPE, text=True)
+    holder = hold_slot("cpu", 25)
     try:
-        assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        r = run(ev, "tiny_good_pytorch.py")
+        r = run(ev, "tiny_good_pytorch.py", timeout_s=10)
         assert r.status is Status.PASSED, r.message
-        assert time.monotonic() - t0 > 2.0
+        assert time.monotonic() - t0 > 10.0
     finally:
         holder.wait(timeout=60)
-    assert r.phase_seconds.get("slot_wait", 0.0) > 2.0, r.phase_seconds
+    assert r.phase_seconds.get("slot_wait", 0.0) > 10.0, r.phase_seconds
     assert "slot_wait" not in CHARGED_PHASES
     # the phases the wait interrupted are still there
     assert {"candidate", "timing", "host_clock"} <= set(r.phase_seconds), r.phase_seconds
+
+
+def test_slot_clock_stands_still_while_waiting(tmp_path, monkeypatch):
+    import time
+
+    from solforge.bench import slots
+
+    monkeypatch.setenv("SOLFORGE_SLOTS", str(tmp_path))
+    holder = hold_slot("cuda:7", 3)
+    try:
+        c0, t0 = slots.clock(), time.monotonic()
+        with slots.device_slot("cuda:7") as waited:
+            assert waited > 1.5
+        assert time.monotonic() - t0 >= waited
+        assert slots.clock() - c0 < time.monotonic() - t0 - waited + 0.5
+    finally:
+        holder.wait(timeout=30)
+
+
+def test_the_judges_own_work_stops_the_candidates_clock_once(tmp_path, monkeypatch):
+    """Baselines compiled by the judge (177 s on the H200 once) are not the candidate's
+    time; a slot wait inside such a block is not taken off twice (the clock never runs
+    backwards)."""
+    import time
+
+    from solforge.bench import slots
+
+    c0 = slots.clock()
+    with slots.not_the_candidates_time():
+        time.sleep(0.4)
+        with slots.not_the_candidates_time():
+            time.sleep(0.3)
+    assert abs(slots.clock() - c0) < 0.15
+    time.sleep(0.3)
+    assert slots.clock() - c0 > 0.25  # running again after the block
+
+    monkeypatch.setenv("SOLFORGE_SLOTS", str(tmp_path))
+    holder = hold_slot("cuda:6", 2)
+    try:
+        c1, t1 = slots.clock(), time.monotonic()
+        with slots.not_the_candidates_time():
+            with slots.device_slot("cuda:6") as waited:
+                assert waited > 1.0
+        assert time.monotonic() - t1 > 1.0
+        assert -0.05 < slots.clock() - c1 < 0.15  # stood still, once
+    finally:
+        holder.wait(timeout=30)

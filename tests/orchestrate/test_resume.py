@@ -95,7 +95,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
 def test_search_sigkill_mid_verdict_then_resume_measures_the_final_once(tmp_path):
     run_dir = tmp_path / "run"
     common = ["--families", "reference", "--max-candidates", "1", "--baselines", "eager",
-              "--timeout", "120", "--explore-max-calls", "12"]
+              "--timeout", "120", "--explore-max-calls", "12", "--budget-ms", "40"]
     proc = start(["optimize", str(PROBLEMS / "kb_relu.py"), "--run-dir", str(run_dir),
                   *common])
     wait_for_evaluation(proc, run_dir)
@@ -122,6 +122,9 @@ def test_search_sigkill_mid_verdict_then_resume_measures_the_final_once(tmp_path
     assert all(w["timed_calls"] <= 12 for w in visible["record"]["workloads"])
     assert all(w["timed_calls"] > 12 for w in final["record"]["workloads"])
     assert run.show()["problems"][0]["best"] == final["record"]
+    # the evaluator's timing budget as given, in the run's spec (what the final used)
+    assert json.loads((run_dir / "spec.json").read_text())["options"]["eval"][
+        "budget_ms"] == 40.0
 
 
 def older_ledger(run: Run, status: str) -> None:

@@ -312,3 +312,87 @@ def test_the_search_budget_charges_the_candidates_phases_not_the_set_up():
     # an evaluator that reports no phases: its wall time
     bare = EvaluationRecord(problem="p", solution="s", status=Status.PASSED)
     assert charged_seconds(bare, wall_s=7.5) == 7.5
+
+
+OUT_OF_GPU_MEMORY = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB")
+'''
+
+
+def search_with(tmp_path, monkeypatch, plugin: Candidate, config: SearchConfig,
+                stop=None, baselines=("eager",)):
+    """Search ``SLOW_RELU`` with ``plugin`` registered beside the built-ins."""
+    generators()
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator(plugin.family, lambda ctx: [plugin])
+    problem_file = tmp_path / "slow_relu.py"
+    problem_file.write_text(SLOW_RELU)
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    with Evaluator(EvalOptions(device="cpu", baselines=list(baselines), budget_ms=50,
+                               timeout_s=120)) as ev:
+        res = run_search_worker(run, load_problem(problem_file), ev, config, stop=stop)
+    return run, res
+
+
+def test_a_candidate_out_of_gpu_memory_is_judged_again_once(tmp_path, monkeypatch):
+    """Six workers on one H200 ran an honest reference out of GPU memory that other
+    evaluators held: such a candidate gets a second evaluation (``oom_retries``), the
+    first kept in the ledger; a real excess fails both."""
+    plugin = Candidate(name="oom", family="oom", levers=["fusion"], cost=0.5,
+                       source=OUT_OF_GPU_MEMORY, reasoning="always out of memory")
+    run, res = search_with(tmp_path, monkeypatch, plugin,
+                           SearchConfig(families=["reference", "oom"], rounds=1))
+    led = run.ledger
+    oom = next(a["id"] for a in led.attempts() if a["path"] == "candidate:oom")
+    first = [e for e in led.evaluations(kind="visible_oom") if e["attempt"] == oom]
+    second = [e for e in led.evaluations(kind="visible") if e["attempt"] == oom]
+    assert len(first) == 1 and len(second) == 1
+    assert "GPU out of memory" in first[0]["record"]["message"]
+    assert second[0]["status"] == first[0]["status"] != "PASSED"
+    retried = led.events("retried")
+    assert [e["data"]["attempt"] for e in retried] == [oom]
+    # the reference passed first time: no retry; it is the result
+    assert res.verdict == "PASSED"
+    assert len(led.evaluations(kind="visible")) == 2
+
+
+def test_a_stopping_run_ends_the_exploration_and_keeps_the_best(tmp_path, monkeypatch):
+    """The planner's wall budget once ran out while six search workers went on
+    exploring past it, until the device call's hard limit killed them with no verdict:
+    now a stop reason ends the exploration once a candidate passed, and the best so far
+    gets its final verdict."""
+    plugin = Candidate(name="overfit", family="overfit", levers=["fusion"], cost=5.0,
+                       source=FAST_BUT_WRONG_HELD_OUT, reasoning="relu once")
+    run, res = search_with(tmp_path, monkeypatch, plugin,
+                           SearchConfig(families=["reference", "overfit"], rounds=1),
+                           stop=lambda: "wall-time budget (1 s) spent")
+    led = run.ledger
+    assert [a["path"] for a in led.attempts()] == ["candidate:reference"]
+    (skip,) = [e["data"] for e in led.events("skipped") if e["data"]["candidate"] == "overfit"]
+    assert skip["reason"].startswith("the run is stopping (wall-time budget (1 s) spent)")
+    assert res.verdict == "PASSED" and len(led.evaluations(kind="final")) == 1
+
+
+def test_compiled_candidates_are_skipped_when_the_reference_compiles_slowly(
+        tmp_path, monkeypatch):
+    """A compiled candidate of a reference torch.compile cannot settle on recompiles at
+    each correctness trial inside the device's slot (``slow_compile_s``)."""
+    # a cache of its own: the baselines are prepared here, not found from another test
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "cache"))
+    plugin = Candidate(name="overfit", family="overfit", levers=["fusion"], cost=0.5,
+                       source=FAST_BUT_WRONG_HELD_OUT, reasoning="relu once")
+    run, res = search_with(tmp_path, monkeypatch, plugin,
+                           SearchConfig(families=["reference", "compile", "overfit"],
+                                        rounds=1, slow_compile_s=1e-6, max_candidates=3))
+    led = run.ledger
+    skipped = {e["data"]["candidate"]: e["data"]["reason"] for e in led.events("skipped")}
+    compiled = [n for n in skipped if n.startswith("compile")]
+    assert compiled and all("torch.compile took" in skipped[n] for n in compiled)
+    # the others still run
+    assert {a["path"] for a in led.attempts()} == {"candidate:reference", "candidate:overfit"}
+    assert res.verdict == "PASSED"

@@ -138,6 +138,19 @@ def test_plug_in_generators_use_the_same_door(monkeypatch):
         Candidate(name="x", family="x", levers=["magic"], cost=1, source="", reasoning="")
 
 
+def test_a_forward_that_reads_values_on_the_host_gets_no_graph_candidate(corpus):
+    """Capture refuses paged decode's ``seq_lens.tolist()`` (and a graph would bake in the
+    lengths seen at capture): no evaluation is spent learning it."""
+    from solforge.search.families import reads_values_on_host
+
+    paged = [c.name for c in corpus["paged_decode_vllm", "cuda"]]
+    assert not any("cuda_graphs" in n for n in paged), paged
+    assert "compile" in paged
+    assert reads_values_on_host(search_context(find_builtin("paged_decode_vllm"), "cuda"))
+    assert not reads_values_on_host(search_context(find_builtin("rmsnorm_llama3"), "cuda"))
+    assert "cuda_graphs" in [c.name for c in corpus["rmsnorm_llama3", "cuda"]]
+
+
 def test_cuda_graphed_forward_runs_eagerly_on_cpu_inputs():
     # a problem's CPU workload reaches the graphs candidate too: capture needs device
     # tensors (on the H200 it failed with "Cannot copy between CPU and CUDA tensors")
@@ -181,3 +194,21 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
     failed = reorder_after_reference(rest, ref(None, Status.RUNTIME_ERROR))
     assert [c.name for c in failed] == [c.name for c in rest]
     assert sorted(slow) == sorted(c.name for c in rest)
+
+
+def test_slow_compile_reason_reads_the_references_record():
+    from solforge.bench.records import EvaluationRecord, WorkloadResult
+    from solforge.search.candidates import slow_compile_reason
+
+    def rec(baseline_s: float, message: str = "") -> EvaluationRecord:
+        return EvaluationRecord(problem="p", solution="s", status="PASSED",
+                                phase_seconds={"baseline": baseline_s},
+                                workloads=[WorkloadResult(name="w1", status="PASSED",
+                                                          message=message)])
+
+    assert slow_compile_reason(rec(16.2), 45.0) is None
+    # paged_decode_vllm on the H200: 86 s preparing its baselines
+    assert "86 s" in slow_compile_reason(rec(86.1), 45.0)
+    why = slow_compile_reason(rec(3.0, "compile:default baseline unavailable: recompiled "
+                                       "past 90 s"), 45.0)
+    assert "did not settle" in why and "w1" in why
