@@ -116,14 +116,14 @@ _FUNCTIONS: dict[Any, str] = {
     torch.clamp: "clamp", torch.clip: "clamp", torch.abs: "abs", torch.max: "max",
     torch.amax: "amax", torch.unsqueeze: "unsqueeze", F.linear: "linear",
     torch.reshape: "reshape", operator.getitem: "getitem", torch.reciprocal: "reciprocal",
-    torch.tensor: "tensor", torch.square: "square",
+    torch.tensor: "tensor", torch.square: "square", F.scaled_dot_product_attention: "sdpa",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
     "mean": "mean", "softmax": "softmax", "matmul": "matmul", "transpose": "transpose",
     "triu": "triu", "clamp": "clamp", "clip": "clamp", "abs": "abs", "max": "max",
     "amax": "amax", "unsqueeze": "unsqueeze", "reshape": "reshape", "view": "reshape",
-    "neg": "neg", "square": "square", "reciprocal": "reciprocal",
+    "neg": "neg", "square": "square", "reciprocal": "reciprocal", "expand": "expand",
     "to": "cast", "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
     "type_as": "cast", "type": "cast",
 }

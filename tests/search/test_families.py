@@ -29,6 +29,9 @@ CASES = [
     ("causal_mha_eager_llama2", "sdpa", "all"),        # eager attention -> SDPA, causal
     ("vit_attention_siglip", "sdpa", "visible"),       # not causal
     ("causal_mha_eager_llama2", "sdpa+compile", "visible"),
+    ("gqa_prefill_llama3", "sdpa", "all"),             # repeat_kv dropped: enable_gqa
+    ("gqa_decode_llama3", "sdpa", "visible"),          # the same, with a padding mask
+    ("sliding_window_mistral_gemma3", "sdpa", "visible"),  # and a sliding-window mask
     ("rmsnorm_llama3", "compile", "visible"),
     ("linear_fp32_vit_mlp", "tf32", "visible"),
     ("conv_groupnorm_silu_sd_unet", "channels_last", "all"),

@@ -37,6 +37,9 @@ EXPECTED = {
     "qkv_bias_rope_qwen25": ["rope"],
     "causal_mha_eager_llama2": ["sdpa"],
     "vit_attention_siglip": ["sdpa"],
+    "gqa_prefill_llama3": ["gqa"],
+    "gqa_decode_llama3": ["gqa"],  # a padding mask, kept as it is
+    "sliding_window_mistral_gemma3": ["gqa"],  # a sliding-window mask, kept as it is
     "fp8_quant_group_deepseek_v3": ["fp8_quant_per_group"],
     "fp8_quant_per_tensor_llama3": ["fp8_quant_per_tensor"],
 }
@@ -58,8 +61,8 @@ def test_corpus_matches_exactly_the_expected_patterns():
     found = _kinds_by_problem()
     for name, kinds in EXPECTED.items():
         assert found[name] == kinds, (name, found[name])
-    # everything else traced finds nothing: GEMMs, embeddings, reductions, GQA through
-    # SDPA already, sliding-window masks, fp8/int8 GEMMs, int8 quantization
+    # everything else traced finds nothing: GEMMs, embeddings, reductions, fp8/int8
+    # GEMMs, int8 quantization
     others = {k: v for k, v in found.items() if k not in EXPECTED and v is not None}
     assert len(others) >= 15
     assert all(v == [] for v in others.values()), others
@@ -113,6 +116,18 @@ VARIANTS = [
     ("q, k, v, m", ("s = torch.matmul(q, k.transpose(-2, -1)) * 0.125 + m; "
                     "return torch.matmul(F.softmax(s, dim=-1), v)"),
      "[torch.randn(1, 2, 8, 16) for _ in range(3)] + [torch.randn(8, 8)]", "", "sdpa"),
+    # keys repeated along another dim than the heads': not a grouped-query pairing
+    ("q, k, v", ("k = k[:, :, :, None].expand(1, 2, 8, 2, 16).reshape(1, 2, 16, 16); "
+                 "v = v[:, :, :, None].expand(1, 2, 8, 2, 16).reshape(1, 2, 16, 16); "
+                 "return F.scaled_dot_product_attention(q, k, v)"),
+     "[torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)]", "",
+     "gqa"),
+    # the repeated keys used again after the attention: the copy is needed anyway
+    ("q, k, v", ("k = k[:, :, None].expand(1, 2, 2, 8, 16).reshape(1, 4, 8, 16); "
+                 "v = v[:, :, None].expand(1, 2, 2, 8, 16).reshape(1, 4, 8, 16); "
+                 "return F.scaled_dot_product_attention(q, k, v) + k"),
+     "[torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)]", "",
+     "gqa"),
     # exact-erf GELU gate: no library GeGLU (the activation alone is still a bias_act)
     ("g, u", "return F.gelu(g) * u", "[torch.randn(4, 64), torch.randn(4, 64)]", "", "geglu"),
     # rotate-half with a cos table in fp32 and q in bf16: the products round differently
@@ -155,3 +170,36 @@ def test_causal_attention_becomes_one_sdpa_call(tmp_path):
     src = forward_source(substitute(tr, [m]), {})
     assert "F.scaled_dot_product_attention(" in src and "is_causal=True" in src
     assert "scale=0.25" in src and "F.softmax" not in src and "triu" not in src
+
+
+def test_repeated_keys_and_values_become_grouped_query_sdpa(tmp_path):
+    """Llama's repeat_kv copies every key/value head per query head of its group before
+    SDPA: the rewrite passes the shared heads with enable_gqa=True, the mask, scale and
+    causal flag as written, and the output is the reference's."""
+    import torch
+
+    forward = ("k = k[:, :, None, :, :].expand(1, 2, 3, 5, 8).reshape(1, 6, 5, 8); "
+               "v = v.unsqueeze(2).expand(1, 2, 3, 5, 8).reshape(1, 6, 5, 8); "
+               "return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3)")
+    tr = _problem(tmp_path, "gqa", forward,
+                  "[torch.randn(1, 6, 5, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8),"
+                  " torch.rand(5, 5) > 0.3]", "", precision="fp32", params="q, k, v, m")
+    (m,) = find_matches(tr)
+    assert m.kind == "gqa" and m.language == "pytorch"
+    src = forward_source(substitute(tr, [m]), {})
+    assert "enable_gqa=True" in src and "expand" not in src and "reshape" not in src
+    assert "attn_mask=m" in src and "scale=0.3" in src
+    ns: dict = {}
+    exec("import torch\nimport torch.nn.functional as F\n" + src, ns)
+    q, k, v = torch.randn(1, 6, 5, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    mask = torch.rand(5, 5) > 0.3
+    mask[:, 0] = True  # no fully masked row
+    want = _sdpa(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1), mask, 0.3)
+    got = ns["forward"](None, q, k, v, mask)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def _sdpa(q, k, v, mask, scale):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)

@@ -8,6 +8,9 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
   them); q, k, v and the output share one dtype. The causal mask is recognised by its
   construction (``full`` of a value at or below -1e30, ``triu(1)``, square); any other mask
   is left alone.
+- ``gqa``: ``repeat_kv`` (``x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)``,
+  or with ``unsqueeze(2)``) of both keys and values feeding an SDPA call → the same call
+  on the shared heads with ``enable_gqa=True``, its mask, scale and causal flag kept.
 - ``fp8_quant_per_group`` / ``fp8_quant_per_tensor``: DeepSeek's ``act_quant`` and vLLM's
   dynamic per-tensor quantization to ``float8_e4m3fn`` with the clamp to +-448, → the
   library's quantizers (same divisions, same rounding).
@@ -29,8 +32,8 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
 
 Not covered: RMSNorm without a weight or written with ``1 / sqrt``; interleaved (GPT-J)
 or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
-sliding-window or additive mask, GQA through ``repeat_kv`` (those references usually
-already call SDPA), dropout, and routing to FlexAttention; exact-erf GeGLU; FP8 per-block
+sliding-window or additive mask written as matmul-softmax-matmul, dropout, and routing to
+FlexAttention; exact-erf GeGLU; FP8 per-block
 (weight) quantization, FP8 dequantization, int8 quantization.
 """
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 from solforge.search.match import Pattern, register_pattern
 from solforge.search.patterns.attention import find_sdpa
+from solforge.search.patterns.gqa import find_gqa
 from solforge.search.patterns.norms import find_layer_norm, find_rms_norm
 from solforge.search.patterns.pointwise import find_bias_act, find_glu, find_softmax
 from solforge.search.patterns.quant import find_fp8_quant
@@ -45,6 +49,7 @@ from solforge.search.patterns.rope import find_rope
 
 for _p in (
     Pattern("sdpa", find_sdpa, "attention as matmul-softmax-matmul → fused SDPA"),
+    Pattern("gqa", find_gqa, "repeat_kv feeding SDPA → SDPA with enable_gqa"),
     Pattern("fp8_quant", find_fp8_quant, "fp8 e4m3 quantization per tensor / per group"),
     Pattern("rms_norm", find_rms_norm, "(residual add +) RMSNorm, Llama and Gemma forms"),
     Pattern("rope", find_rope, "rotate-half rotary embedding"),
