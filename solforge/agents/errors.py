@@ -40,6 +40,12 @@ class LimitsExceeded(AgentExit):
     status = "limits_exceeded"
 
 
+class RunStopping(AgentExit):
+    """The run this agent works for is stopping (the planner's budget is spent)."""
+
+    status = "stopped"
+
+
 class TimeExceeded(LimitsExceeded):
     """The wall-clock budget is spent."""
 

@@ -27,6 +27,7 @@ from solforge.agents.errors import (
     ContextExhausted,
     ContextTooLong,
     LimitsExceeded,
+    RunStopping,
     Submitted,
     TimeExceeded,
 )
@@ -70,8 +71,11 @@ class Agent:
 
     def __init__(self, client: ModelClient, toolbox: Toolbox, config: AgentConfig,
                  trajectory: Trajectory, on_usage: Callable[[Usage], None] | None = None,
-                 on_event: Callable[..., None] | None = None) -> None:
+                 on_event: Callable[..., None] | None = None,
+                 stop: Callable[[], str] | None = None) -> None:
         self.client = client
+        # the run's stop reason once it has one (the planner's budget spent), else ""
+        self.stop = stop or (lambda: "")
         self.toolbox = toolbox
         self.config = config
         self.trajectory = trajectory
@@ -142,6 +146,9 @@ class Agent:
     # -- one step -------------------------------------------------------------------------------
     def check_budgets(self) -> None:
         c, u = self.config, self.usage
+        stopping = self.stop()
+        if stopping:
+            raise RunStopping(f"the run is stopping ({stopping})")
         if c.step_limit and self.steps >= c.step_limit:
             raise LimitsExceeded(f"step limit reached: {self.steps} model calls", limit="steps")
         if c.token_limit and u.tokens >= c.token_limit:

@@ -160,13 +160,16 @@ def _with_verdict(result: WorkerResult, verdict: EvaluationRecord | None) -> Wor
 
 def run_llm_worker(run: Run, problem: Problem, evaluator: Evaluator, config: WorkerConfig,
                    client: ModelClient | None = None,
-                   on_event: Callable[..., None] | None = None) -> WorkerResult:
+                   on_event: Callable[..., None] | None = None,
+                   stop: Callable[[], str] | None = None) -> WorkerResult:
     """Run one LLM agent on ``problem`` and record everything in ``run`` (see module doc).
 
     ``client`` defaults to ``make_client(config.model)``; ``on_event(kind, **data)`` sees
     model retries, context trims and evaluations as they happen. Never raises for
     anything the model, the tools or the candidate do; the result and the ledger say how
-    it ended.
+    it ended. ``stop()`` (the planner's: its budget spent) returning a reason ends the
+    agent before its next model call; its best visible attempt is then submitted as after
+    any other budget (``submit_best_on_exit``).
     """
     led, name, worker = run.ledger, problem.name, config.worker
     traj_path = run.trajectory_path(worker, name)
@@ -222,7 +225,8 @@ def run_llm_worker(run: Run, problem: Problem, evaluator: Evaluator, config: Wor
     trajectory = Trajectory(traj_path)
     agent = Agent(client, toolbox, config.agent, trajectory, on_event=event,
                   on_usage=lambda u: led.add_usage(worker, name, model, u.input_tokens,
-                                                   u.output_tokens, u.cost_usd or 0.0))
+                                                   u.output_tokens, u.cost_usd or 0.0),
+                  stop=stop)
     led.event("worker_started", problem=name, worker=worker, model=model, role=config.role,
               resumed=state is not None)
     out = agent.run(system, task, header=header, resume=state)

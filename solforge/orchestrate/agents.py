@@ -38,7 +38,7 @@ def llm_agent(model: Any = None, client: Any = None, on_event: Any = None,
                               "role": unit.role, "start_from": unit.start_from,
                               "parent_attempt": unit.parent_attempt})
         return run_llm_worker(run, problem, evaluator, cfg, client=client,
-                              on_event=on_event)
+                              on_event=on_event, stop=unit.stop)
 
     return unit_fn
 

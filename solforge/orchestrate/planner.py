@@ -24,7 +24,9 @@ A unit that runs past ``unit_timeout_s`` is a stalled worker: its evaluator is c
 
 Budgets for the whole run (0 = off): wall seconds, device seconds (the wall time of
 evaluations on GPU devices: an upper bound of what the GPUs were held for), tokens, cost,
-attempts. When one is spent no new unit starts; running units finish.
+attempts. When one is spent no new unit starts, and running units are told
+(``Unit.stop``): the search worker ends its exploration once a candidate passed, an LLM
+worker before its next model call; either submits its best for the verdict.
 
 Before reporting, every problem whose best verdict is not already a re-measured one gets
 its **final verification**: the winner evaluated again on all workloads in a fresh runner,

@@ -363,3 +363,20 @@ def test_a_bug_in_a_client_ends_the_problem_with_a_record(tmp_path, evaluator):
     exit_line = lines(Path(res.trajectory))[-1]
     assert exit_line["status"] == "error" and "plug-in bug" in exit_line["data"]["traceback"]
     assert run.show()["problems"][0]["state"] == "failed"
+
+
+def test_a_stopping_run_ends_the_agent_and_submits_its_best(tmp_path, evaluator):
+    """The planner's wall budget spent: the LLM worker asks before each model call, ends,
+    and its best visible attempt gets the final verdict (as after any other budget)."""
+    with ScriptedServer([read_problem(), write_good, evaluate()]) as s:
+        run = Run.create(tmp_path / "run", RunSpec(agent="llm"))
+        cfg = WorkerConfig(model=model_config(s.base_url))
+
+        def stop() -> str:
+            return "wall-time budget (60 s) spent" if run.ledger.evaluations() else ""
+
+        res = run_llm_worker(run, load_problem(TINY), evaluator, cfg, stop=stop)
+    check_clean(s)  # no model call after the evaluation
+    assert res.status == "stopped" and "wall-time budget (60 s) spent" in res.message
+    assert (res.steps, res.verdict, res.auto_submitted) == (3, "PASSED", True)
+    assert [e["kind"] for e in run.ledger.evaluations()] == ["visible", "full"]

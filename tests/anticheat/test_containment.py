@@ -97,7 +97,9 @@ def test_fork_bomb_is_contained(ev):
     t0 = time.monotonic()
     r = ev.evaluate(TINY, SOLUTIONS / "tiny_fork_bomb.py")
     assert r.status is Status.RUNTIME_ERROR, r.message
-    assert "process limit" in r.message or "fork" in r.message, r.message
+    # stopped by the process limit, or (on a loaded machine, the forks having grown first)
+    # by the memory limit of the whole process tree: either way the tree is named
+    assert any(s in r.message for s in ("process limit", "fork", "processes")), r.message
     assert time.monotonic() - t0 < 45
     _next_passes(ev)
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit()
