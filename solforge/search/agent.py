@@ -11,7 +11,9 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    ``visible`` evaluation, timed with the smaller ``explore_budget_ms`` and
    ``explore_max_calls`` (these figures only rank candidates). The reference goes first;
    what its baselines show reorders the rest (``candidates.reorder_after_reference``:
-   compiled candidates next when torch.compile beat it, CUDA-graph replays last).
+   compiled candidates next when torch.compile beat it, CUDA-graph replays last, and of
+   those only ``graph_candidates``, the replay of the best candidate so far first:
+   ``candidates.graphs_of_the_best_first``).
    Skipped: a family after ``family_failures`` failed candidates, a candidate whose
    parent failed, anything past a budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
@@ -88,6 +90,7 @@ from solforge.search.budget import PhaseClock, charged_seconds
 from solforge.search.candidates import (
     Candidate,
     generate_candidates,
+    graphs_of_the_best_first,
     reorder_after_reference,
     search_context,
     slow_compile_reason,
@@ -287,7 +290,7 @@ def _search(s: _Search) -> WorkerResult:
 
 def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, tried: int,
                  spent: float, clock: PhaseClock, failures: Counter[str],
-                 failed: set[str]) -> str | None:
+                 failed: set[str], graphs: int) -> str | None:
     cfg = s.config
     stopping = s.stop()
     if stopping and any(r.passed for r in s.visible.values()):
@@ -300,6 +303,8 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
         return f"compile_seconds budget spent ({clock.compile_s:.0f} s)"
     if c.cost > cfg.gpu_seconds - spent:
         return f"estimated {c.cost:.0f} s, more than the {cfg.gpu_seconds - spent:.0f} s left"
+    if "cuda_graphs" in c.levers and graphs >= cfg.graph_candidates:
+        return f"graph_candidates ({cfg.graph_candidates}) reached"
     if failures[c.family] >= cfg.family_failures:
         return f"family {c.family} failed {failures[c.family]} times"
     if c.parent in failed:
@@ -316,16 +321,22 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
     After the reference, the rest are reordered (``reorder_after_reference``)."""
     failures: Counter[str] = Counter()
     failed: set[str] = set()
-    tried, spent = 0, 0.0
+    tried, spent, graphs, graphs_ordered = 0, 0.0, 0, False
     queue = list(cands)
     with PhaseClock(s.evaluator) as clock:
         while queue:
+            if "cuda_graphs" in queue[0].levers and not graphs_ordered:
+                # the graphs come last (reorder_after_reference): by now the scores say
+                # whose replay is worth the one graph evaluation
+                graphs_ordered = True
+                queue = graphs_of_the_best_first(
+                    queue, {n: _score(r) for n, r in s.visible.items()})
             c = queue.pop(0)
             attempt = s.known_attempt(c)
             record = s.earlier(attempt, "visible") if attempt is not None else None
             if record is None:
                 reason = _skip_reason(s, c, cands, limit, tried, spent, clock, failures,
-                                      failed)
+                                      failed, graphs)
                 if reason is not None:
                     s.event("skipped", candidate=c.name, reason=reason)
                     continue
@@ -338,6 +349,7 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                 clock.stop()  # the last phase ends with the evaluation
                 spent += charged_seconds(record, time.monotonic() - start)
                 tried += 1
+            graphs += "cuda_graphs" in c.levers
             s.attempts[c.name] = attempt
             s.visible[c.name] = record
             if not record.passed:

@@ -207,6 +207,23 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))
 
 
+def graphs_of_the_best_first(queue: list[Candidate], scores: dict[str, float]
+                              ) -> list[Candidate]:
+    """``queue`` with its CUDA-graph candidates reordered: the replay of the best candidate
+    evaluated so far first (a graph candidate's base is its parent, or the reference when
+    it has none; ``scores`` maps evaluated names to their ranking figure, -1 for a
+    failure). The other candidates keep their places; graph candidates whose base was not
+    evaluated go last, in their old order. With ``SearchConfig.graph_candidates`` at 1,
+    the one graph evaluated is the replay of the candidate most likely to be kept."""
+    slots = [i for i, c in enumerate(queue) if "cuda_graphs" in c.levers]
+    graphs = [queue[i] for i in slots]
+    ranked = sorted(graphs, key=lambda c: -scores.get(c.parent or "reference", -2.0))
+    out = list(queue)
+    for i, c in zip(slots, ranked):
+        out[i] = c
+    return out
+
+
 def slow_compile_reason(reference: EvaluationRecord, limit_s: float) -> str | None:
     """Why compiled candidates should not be evaluated on this problem, judging by the
     reference's evaluation, or None.

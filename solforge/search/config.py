@@ -42,6 +42,12 @@ class SearchConfig(BaseModel):
         "exploring, at most (never more than the evaluator's own; at least the timing's "
         "minimum of calls): ranking needs less precision than the reported figure, which "
         "the final verdict measures with the evaluator's full count")
+    graph_candidates: int = Field(
+        1, ge=0, description="CUDA-graph candidates evaluated per problem, the replay of "
+        "the best candidate so far first: the ranking figure is device kernel time, where "
+        "a replay's copies in and out count and its gain (no launch gaps) does not show; "
+        "on the H200 (2026-12-01 and 2026-12-02) no graph candidate was kept on any of 28 "
+        "problems, and two per problem spent about 10 s of the device's slot")
     slow_compile_s: float = Field(
         45.0, gt=0, description="compiled candidates are skipped when preparing the "
         "reference's baselines took longer (torch.compile recompiling on data-dependent "

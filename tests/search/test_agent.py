@@ -396,3 +396,65 @@ def test_compiled_candidates_are_skipped_when_the_reference_compiles_slowly(
     # the others still run
     assert {a["path"] for a in led.attempts()} == {"candidate:reference", "candidate:overfit"}
     assert res.verdict == "PASSED"
+
+
+RELU_ONCE = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch):
+    """On the H200 no CUDA-graph candidate was kept on any of 28 problems (kernel time
+    counts their copies, not their saved launch gaps), and two of them per problem held
+    the device's slot for about 10 s: one is evaluated (``graph_candidates``), the replay
+    of the best candidate so far, whatever the estimated costs say."""
+    def gen(ctx):
+        yield Candidate(name="fast", family="plug", levers=["fusion"], cost=1.5,
+                        source=RELU_ONCE, reasoning="relu once")
+        # the cheaper graph replays the reference (no parent), the dearer one the winner
+        yield Candidate(name="graphs_of_reference", family="plug", levers=["cuda_graphs"],
+                        cost=1.6, source=RELU_ONCE + "# reference replayed\n",
+                        reasoning="graphs")
+        yield Candidate(name="graphs_of_fast", family="plug", parent="fast",
+                        levers=["fusion", "cuda_graphs"], cost=1.7,
+                        source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
+
+    generators()
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("plug", gen)
+    problem_file = tmp_path / "slow_relu.py"
+    problem_file.write_text(SLOW_RELU)
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
+                               timeout_s=120)) as ev:
+        res = run_search_worker(run, load_problem(problem_file), ev,
+                                SearchConfig(families=["reference", "plug"], rounds=1))
+    led = run.ledger
+    assert [a["path"] for a in led.attempts()] == [
+        "candidate:reference", "candidate:fast", "candidate:graphs_of_fast"]
+    skipped = {e["data"]["candidate"]: e["data"]["reason"] for e in led.events("skipped")}
+    assert skipped == {"graphs_of_reference": "graph_candidates (1) reached"}
+    assert res.verdict == "PASSED"
+
+
+def test_graph_replays_ordered_by_their_bases_score():
+    from solforge.search.candidates import graphs_of_the_best_first
+
+    def c(name, parent=None, graphs=False):
+        return Candidate(name=name, family="f", parent=parent, cost=1.0, source="",
+                         reasoning="", levers=["cuda_graphs"] if graphs else [])
+
+    queue = [c("max_autotune"), c("cuda_graphs", graphs=True),
+             c("compile+cuda_graphs", "compile", True), c("x"),
+             c("sdpa+cuda_graphs", "sdpa", True),
+             c("late+cuda_graphs", "late", True)]
+    scores = {"reference": 0.5, "compile": 1.0, "sdpa": 3.0, "broken": -1.0}
+    assert [x.name for x in graphs_of_the_best_first(queue, scores)] == [
+        "max_autotune", "sdpa+cuda_graphs", "compile+cuda_graphs", "x", "cuda_graphs",
+        "late+cuda_graphs"]
+    assert graphs_of_the_best_first(queue[:1], scores) == queue[:1]
