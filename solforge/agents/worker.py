@@ -84,9 +84,19 @@ class WorkerResult(BaseModel):
     speedup_vs_compile: float | None = None
     sol_score: float | None = None
     steps: int = 0
+    cut_short: str = Field("", description="why the unit ended before its own budgets did "
+                           "(the run stopping: its wall budget spent), '' when it did not; "
+                           "such a unit does not count against the problem's units, so a "
+                           "resumed run goes on with the problem")
     usage: Usage = Field(default_factory=Usage)
     trajectory: str = ""
     workspace: str = ""
+
+    @property
+    def cut_reason(self) -> str:
+        """``cut_short``, or the message of an LLM worker that ended ``stopped``."""
+        return self.cut_short or (self.message or "the run stopped"
+                                  if self.status == "stopped" else "")
 
     @property
     def stop_run(self) -> str:

@@ -160,6 +160,29 @@ class PlannerResult:
     evaluations: int = 0
 
 
+# how a worker's skip reason starts when the run is stopping (``_cut_short_units`` reads
+# it in ledgers that predate ``WorkerResult.cut_short``)
+STOPPING = "the run is stopping"
+
+
+def _cut_short_units(led: Any) -> set[int]:
+    """Ids of the finished units that the run's stop cut short: marked so
+    (``cut_short``), or, in a ledger older than that mark, a unit during which its worker
+    skipped a candidate because the run was stopping (the search worker's event)."""
+    stops = [e for e in led.events("skipped")
+             if str(e["data"].get("reason", "")).startswith(STOPPING)]
+    out = set()
+    for w in led.work("done"):
+        if "cut_short" in w["data"]:
+            if w["data"]["cut_short"]:
+                out.add(w["id"])
+        elif any(e["problem"] == w["problem"] and e["worker"] == w["worker"]
+                 and (w["started"] or 0) <= e["ts"] <= (w["finished"] or float("inf"))
+                 for e in stops):
+            out.add(w["id"])
+    return out
+
+
 class Planner:
     def __init__(self, run: Run, problems: list[Problem], config: PlannerConfig,
                  options: EvalOptions, agent_settings: dict[str, dict[str, Any]] | None = None,
@@ -194,9 +217,10 @@ class Planner:
         for w in led.work("running"):
             led.set_work(w["id"], "failed", data={**w["data"], "error": "interrupted"})
             led.event("unit_requeued", problem=w["problem"], unit=w["id"])
+        cut = _cut_short_units(led)
         for w in led.work():
             ps = self.problems.get(w["problem"])
-            if ps is None or w["state"] != "done":
+            if ps is None or w["state"] != "done" or w["id"] in cut:
                 continue
             ps.units += 1
             ps.stale = w["data"].get("stale", ps.stale)
@@ -311,11 +335,15 @@ class Planner:
                     self.stop_reason = stop
                     self.halted = True
             improved = self._refresh(ps)
-            ps.units += 1
-            ps.stale = 0 if improved else ps.stale + 1
+            # a unit the run's stop cut short does not count: a resumed run goes on
+            cut = result.cut_reason if result is not None else ""
+            if not cut:
+                ps.units += 1
+                ps.stale = 0 if improved else ps.stale + 1
             led.set_work(unit.id, "failed" if error else "done",
                          data={"role": unit.role, "worker": w.name, "error": error,
-                               "stale": ps.stale, "best": ps.best_speedup})
+                               "stale": ps.stale, "best": ps.best_speedup,
+                               "cut_short": cut})
             if error:
                 led.event("unit_failed", problem=ps.problem.name, worker=w.name, error=error)
             self._check_converged(ps)

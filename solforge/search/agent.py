@@ -31,7 +31,9 @@ evaluator, the best kept and re-measured. No model, no key, no network.
 
 Besides budgets, the exploration ends early when the run is stopping (``stop()``, the
 planner's: its wall budget spent) once some candidate passed: the best so far still gets
-its verdict, so a run cut by its budget keeps a judged solution per started problem. When
+its verdict, so a run cut by its budget keeps a judged solution per started problem;
+the problem's state is then ``stopped`` and the result says ``cut_short``, so a resumed
+run goes on with it (the planner does not count such a unit). When
 torch.compile could not settle on the reference, or took ``slow_compile_s`` to warm up
 its baselines (``candidates.slow_compile_reason``), the compiled candidates are skipped:
 each would recompile as long at every correctness trial, inside the device's slot, while
@@ -84,6 +86,7 @@ from solforge.bench.evaluator import Evaluator
 from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.records import EvaluationRecord
 from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.orchestrate.planner import STOPPING
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
 from solforge.search.budget import PhaseClock, charged_seconds
@@ -117,6 +120,7 @@ class _Search:
         self.stop = stop or (lambda: "")
         self.led, self.name, self.worker = run.ledger, problem.name, config.worker
         self.on_event = on_event or (lambda kind, **data: None)
+        self.cut_short = ""  # why the exploration ended early (the run stopping)
         self.attempts: dict[str, int] = {}           # candidate name -> attempt id
         self.visible: dict[str, EvaluationRecord] = {}
         # attempts of any search worker on this problem (the planner names later units
@@ -278,13 +282,17 @@ def _search(s: _Search) -> WorkerResult:
             "attempt": s.attempts[ranked[0].name]})
     attempt = s.attempts[winner.name]
     msg = _summary(winner, s.visible[winner.name], final)
-    led.set_problem_state(name, "converged")
+    if s.cut_short:
+        msg += f"; exploration cut short: {s.cut_short}"
+    # cut short, the problem is not done: a resumed run goes on with it (planner.py)
+    led.set_problem_state(name, "stopped" if s.cut_short else "converged")
     s.event("worker_finished", status="finished", message=msg, attempt=attempt,
             candidate=winner.name, levers=winner.levers, verdict=final.status.value,
             speedup_vs_best=speedup_vs_best(final.to_json()))
     return result.model_copy(update={
         "status": "finished", "message": msg, "verdict": final.status.value,
-        "attempt": attempt, "speedup_vs_eager": final.speedup_vs_eager,
+        "attempt": attempt, "cut_short": s.cut_short,
+        "speedup_vs_eager": final.speedup_vs_eager,
         "speedup_vs_compile": final.speedup_vs_compile, "sol_score": final.sol_score})
 
 
@@ -294,7 +302,7 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
     cfg = s.config
     stopping = s.stop()
     if stopping and any(r.passed for r in s.visible.values()):
-        return f"the run is stopping ({stopping}); the best so far is kept"
+        return f"{STOPPING} ({stopping}); the best so far is kept"
     if tried >= limit:
         return f"max_candidates ({limit}) reached"
     if spent >= cfg.gpu_seconds:
@@ -339,6 +347,8 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                                       failed, graphs)
                 if reason is not None:
                     s.event("skipped", candidate=c.name, reason=reason)
+                    if reason.startswith(STOPPING):
+                        s.cut_short = s.cut_short or reason
                     continue
                 attempt = s.attempt(c)
                 s.event("candidate", candidate=c.name, attempt=attempt, family=c.family,

@@ -131,3 +131,37 @@ def test_search_and_llm_workers_mixed_solve_every_problem(tmp_path):
     assert {a["agent"].split(":")[0] for a in run.ledger.attempts()} == {"search", "llm"}
     levers = Run.open(tmp_path / "run").summary()["levers"]
     assert sum(v["problems"] for v in levers.values()) >= 3  # every kept solution counted
+
+
+def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path):
+    """On the H200 a problem started just before the run's wall budget ran out kept the
+    reference (its SDPA rewrite, 8x in an earlier run, never evaluated), and a resumed run
+    counted its unit as done. A unit the stop cut short no longer counts: the resumed run
+    goes on with the problem, reusing what was judged."""
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    settings = {"search": {"families": ["reference", "compile"], "explore_max_calls": 12}}
+    config = PlannerConfig(agents=["search"], max_units=1,
+                           budgets=Budgets(wall_s=1.0))  # spent during the first evaluation
+    Planner(run, [RELU], config, fast_options(), settings).loop(poll_s=0.05)
+    led = run.ledger
+    (unit,) = led.work("done")
+    assert unit["data"]["cut_short"].startswith("the run is stopping (wall-time budget")
+    assert [a["path"] for a in led.attempts()] == ["candidate:reference"]
+    assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "stopped"}
+    assert len(led.evaluations(kind="final")) == 1  # the best so far was judged
+    # a ledger older than the mark: the stop's skip events during the unit tell it
+    from solforge.orchestrate.planner import _cut_short_units
+
+    older = {k: v for k, v in unit["data"].items() if k != "cut_short"}
+    led.set_work(unit["id"], "done", data=older)
+    assert _cut_short_units(led) == {unit["id"]}
+
+    again = Planner(Run.open(run.dir), [RELU], config.model_copy(update={"budgets": Budgets()}),
+                    fast_options(), settings)
+    result = again.loop(poll_s=0.05)
+    assert result.reason == "every problem converged"
+    assert [w["data"].get("cut_short") for w in led.work("done")] == [None, ""]
+    assert [a["path"] for a in led.attempts()] == ["candidate:reference", "candidate:compile"]
+    # the reference was not judged again
+    assert len(led.evaluations(kind="visible")) == 2
+    assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "converged"}
