@@ -200,7 +200,7 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
             # runner frozen (the judge's own work is not the runner's idle time)
             judge.phase("sol", workload=w.name)
             with runner.frozen():
-                work = _count_work(problem, ref, w, pool[0])
+                work = _count_work(problem, ref, w, pool[0], opts.device)
     if status is not None:
         return status
     idle = probes.idle_check(runner, res)
@@ -299,12 +299,16 @@ def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: Eva
     return None
 
 
-def _count_work(problem: Problem, ref: Any, w: Workload, inputs: list[Any]) -> Any:
+def _count_work(problem: Problem, ref: Any, w: Workload, inputs: list[Any],
+                device: str) -> Any:
     try:
         from solforge.sol.hooks import count_workload
     except ImportError:
         return None
-    return count_workload(problem, ref, w, inputs)
+    from solforge.bench.work_counts import counted_once
+
+    return counted_once(problem, w, device, inputs,
+                        lambda: count_workload(problem, ref, w, inputs))
 
 
 def _speed_of_light(problem: Problem, ref: Any, w: Workload, inputs: list[Any],

@@ -4,6 +4,7 @@ way ``solforge runs show`` and ``solforge export`` read it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -324,12 +325,16 @@ class ModelNew(nn.Module):
 '''
 
 
-def search_with(tmp_path, monkeypatch, plugin: Candidate, config: SearchConfig,
+def search_with(tmp_path, monkeypatch, plugin: Candidate | Callable, config: SearchConfig,
                 stop=None, baselines=("eager",)):
-    """Search ``SLOW_RELU`` with ``plugin`` registered beside the built-ins."""
+    """Search ``SLOW_RELU`` with ``plugin`` (a candidate, or a generator registered as
+    family ``plug``) beside the built-ins."""
     generators()
     monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
-    register_generator(plugin.family, lambda ctx: [plugin])
+    if isinstance(plugin, Candidate):
+        register_generator(plugin.family, lambda ctx: [plugin])
+    else:
+        register_generator("plug", plugin)
     problem_file = tmp_path / "slow_relu.py"
     problem_file.write_text(SLOW_RELU)
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
@@ -424,16 +429,8 @@ def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch
                         levers=["fusion", "cuda_graphs"], cost=1.7,
                         source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
 
-    generators()
-    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
-    register_generator("plug", gen)
-    problem_file = tmp_path / "slow_relu.py"
-    problem_file.write_text(SLOW_RELU)
-    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120)) as ev:
-        res = run_search_worker(run, load_problem(problem_file), ev,
-                                SearchConfig(families=["reference", "plug"], rounds=1))
+    run, res = search_with(tmp_path, monkeypatch, gen,
+                           SearchConfig(families=["reference", "plug"], rounds=1))
     led = run.ledger
     assert [a["path"] for a in led.attempts()] == [
         "candidate:reference", "candidate:fast", "candidate:graphs_of_fast"]

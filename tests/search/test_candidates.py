@@ -141,7 +141,7 @@ def test_plug_in_generators_use_the_same_door(monkeypatch):
 def test_a_forward_that_reads_values_on_the_host_gets_no_graph_candidate(corpus):
     """Capture refuses paged decode's ``seq_lens.tolist()`` (and a graph would bake in the
     lengths seen at capture): no evaluation is spent learning it."""
-    from solforge.search.families import reads_values_on_host
+    from solforge.search.reference_facts import reads_values_on_host
 
     paged = [c.name for c in corpus["paged_decode_vllm", "cuda"]]
     assert not any("cuda_graphs" in n for n in paged), paged
