@@ -122,6 +122,11 @@ for s in "$@"; do
     optimize)
       late optimize && continue
       step optimize
+      # SOL scores need this machine's measured ceilings; without a stored calibration the
+      # datasheet's stand in (session 8's call 3 ran so): calibrate first on a fresh machine
+      if [ "${DEVICE:-cuda}" != cpu ] && ! ls "$SOLFORGE_CACHE"/devices/*.json >/dev/null 2>&1; then
+        timeout 120 $SF calibrate --device cuda --json "$OUT/calibration.json" 2>&1 | tail -3
+      fi
       # OPT_RESUME=1 goes on with the run directory a previous call left on this machine
       # (or one unpacked from OPT_FROM, an optimize_run.tgz of an earlier session)
       if [ -n "${OPT_FROM:-}" ] && [ ! -d /tmp/optrun ]; then tar xzf "$OPT_FROM" -C /tmp optrun; fi
