@@ -133,13 +133,21 @@ def test_search_and_llm_workers_mixed_solve_every_problem(tmp_path):
     assert sum(v["problems"] for v in levers.values()) >= 3  # every kept solution counted
 
 
-def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path):
+def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path, monkeypatch):
     """On the H200 a problem started just before the run's wall budget ran out kept the
     reference (its SDPA rewrite, 8x in an earlier run, never evaluated), and a resumed run
     counted its unit as done. A unit the stop cut short no longer counts: the resumed run
     goes on with the problem, reusing what was judged."""
+    import solforge.search.candidates as candidates_module
+    from solforge.search import Candidate, register_generator
+
+    candidates_module.generators()  # the built-ins, before the registry is swapped
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("plug", lambda ctx: [Candidate(
+        name="clamp", family="plug", levers=["fusion"], cost=1.5, source=RELU_SOLUTION,
+        reasoning="one clamp")])
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    settings = {"search": {"families": ["reference", "compile"], "explore_max_calls": 12}}
+    settings = {"search": {"families": ["reference", "plug"], "explore_max_calls": 12}}
     config = PlannerConfig(agents=["search"], max_units=1,
                            budgets=Budgets(wall_s=1.0))  # spent during the first evaluation
     Planner(run, [RELU], config, fast_options(), settings).loop(poll_s=0.05)
@@ -161,7 +169,7 @@ def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path):
     result = again.loop(poll_s=0.05)
     assert result.reason == "every problem converged"
     assert [w["data"].get("cut_short") for w in led.work("done")] == [None, ""]
-    assert [a["path"] for a in led.attempts()] == ["candidate:reference", "candidate:compile"]
+    assert [a["path"] for a in led.attempts()] == ["candidate:reference", "candidate:clamp"]
     # the reference was not judged again
     assert len(led.evaluations(kind="visible")) == 2
     assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "converged"}
