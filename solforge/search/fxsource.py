@@ -99,7 +99,7 @@ class _Printer:
         if isinstance(a, fx.Node):
             return self.expr(a) if a in self.inline else self.names[a]
         if isinstance(a, AttrRef):
-            return f"self.{a.name}"
+            return repr(a)  # self.<name>, or an expression of attributes
         if isinstance(a, bool) or a is None or isinstance(a, (int, str)):
             return repr(a)
         if isinstance(a, float):

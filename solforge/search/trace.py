@@ -11,13 +11,16 @@ Iterating a shape (``b, s, _ = x.shape``) unrolls to the tensor's rank.
 Numbers the forward reads from its module (``self.eps``, ``self.scaling``,
 ``self.top_k``: every int and float attribute of the module tree) are tagged before the
 trace, so a constant that came straight from an attribute is emitted as that attribute
-(:class:`AttrRef`, printed ``self.top_k``), not as its value.
+(:class:`AttrRef`, printed ``self.top_k``), not as its value. Integer arithmetic (``+``,
+``-``, ``*``, ``//``) on tagged ints keeps a tag too, with its expression:
+``n_rep = self.heads // self.kv_heads`` is emitted as ``(self.heads // self.kv_heads)``.
 
 What is still baked in at trace time (dtypes, ranks, numbers *computed* from attributes or
 sizes in Python, branches on them) is checked by **differential tracing**: the reference
 is traced once per visible workload (the workloads an agent sees) and the graphs must
-agree node for node. A constant that differs between workloads must equal one numeric
-attribute in every workload and becomes it; anything else fails the trace with the reason.
+agree node for node. A constant that differs between workloads must be the same
+attribute expression in every workload, or equal one numeric attribute in every workload,
+and becomes it; anything else fails the trace with the reason.
 
 Why not ``torch.export`` or a dynamo graph: both capture for given shapes (specialised or
 guarded symbols) and lift parameters into graph inputs; the emitted solution must stay one
@@ -52,13 +55,16 @@ class TraceError(RuntimeError):
 
 @dataclass(frozen=True)
 class AttrRef:
-    """A constant that is really ``self.<name>`` of the reference module."""
+    """A constant that is really ``self.<name>`` of the reference module, or an integer
+    expression of such attributes (``source``, e.g. ``(self.heads // self.kv_heads)``;
+    ``name`` is then the expression without its ``self.`` prefixes' first one)."""
 
     name: str
     value: Any
+    source: str = ""
 
     def __repr__(self) -> str:
-        return f"self.{self.name}"
+        return self.source or f"self.{self.name}"
 
 
 @dataclass
@@ -72,26 +78,89 @@ class TracedReference:
 
 
 class _TaggedInt(int):
-    """An int read from a module attribute, carrying the attribute's name."""
+    """An int read from a module attribute, carrying the attribute's name and its source
+    (``self.<attr>``); integer arithmetic on it keeps a tag whose source is the
+    expression (and whose ``attr`` is that source without ``self.``, for the record)."""
 
-    def __new__(cls, value: int, attr: str) -> _TaggedInt:
+    def __new__(cls, value: int, attr: str, source: str = "") -> _TaggedInt:
         obj = super().__new__(cls, value)
         obj.attr = attr
+        obj.source = source or f"self.{attr}"
         return obj
+
+    def _combine(self, other: Any, fn: Any, sym: str, reflected: bool = False) -> Any:
+        if type(other) is bool or not isinstance(other, int):
+            return NotImplemented  # a float or a proxy: its own operator decides
+        a = self.source
+        b = other.source if isinstance(other, _TaggedInt) else repr(int(other))
+        left, right = (b, a) if reflected else (a, b)
+        x, y = (int(other), int(self)) if reflected else (int(self), int(other))
+        src = f"({left} {sym} {right})"
+        return _TaggedInt(fn(x, y), src.replace("self.", "", 1), src)
+
+    def __add__(self, o: Any) -> Any:
+        return self._combine(o, int.__add__, "+")
+
+    def __radd__(self, o: Any) -> Any:
+        return self._combine(o, int.__add__, "+", True)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._combine(o, int.__sub__, "-")
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._combine(o, int.__sub__, "-", True)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._combine(o, int.__mul__, "*")
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._combine(o, int.__mul__, "*", True)
+
+    def __floordiv__(self, o: Any) -> Any:
+        return self._combine(o, int.__floordiv__, "//")
+
+    def _real(self, other: Any, fn: Any, sym: str) -> Any:
+        """``self ** other`` or ``self / other`` by an int or a float: a tagged float
+        (``self.head_dim ** -0.5``), or a tagged int where the result is one."""
+        if type(other) is bool or not isinstance(other, (int, float)):
+            return NotImplemented
+        b = other.source if isinstance(other, (_TaggedInt, _TaggedFloat)) else repr(other)
+        src = f"({self.source} {sym} {b})"
+        v = fn(int(self), other if type(other) in (int, float) else _plain(other))
+        if type(v) is int:
+            return _TaggedInt(v, src.replace("self.", "", 1), src)
+        if type(v) is float:
+            return _TaggedFloat(v, src.replace("self.", "", 1), src)
+        return v  # complex (a negative base to a fractional power): plain
+
+    def __pow__(self, o: Any, mod: Any = None) -> Any:
+        if mod is not None:
+            return int.__pow__(int(self), o, mod)
+        return self._real(o, lambda x, y: x ** y, "**")
+
+    def __truediv__(self, o: Any) -> Any:
+        return self._real(o, lambda x, y: x / y, "/")
+
+    def __rfloordiv__(self, o: Any) -> Any:
+        return self._combine(o, int.__floordiv__, "//", True)
 
 
 class _TaggedFloat(float):
-    """A float read from a module attribute, carrying the attribute's name."""
+    """A float read from a module attribute, carrying the attribute's name and source;
+    or a float computed from a tagged int (``**``, ``/``), carrying its expression.
+    Arithmetic on it gives a plain float."""
 
-    def __new__(cls, value: float, attr: str) -> _TaggedFloat:
+    def __new__(cls, value: float, attr: str, source: str = "") -> _TaggedFloat:
         obj = super().__new__(cls, value)
         obj.attr = attr
+        obj.source = source or f"self.{attr}"
         return obj
 
 
 def _tag_attributes(model: nn.Module) -> nn.Module:
     """Replace every int/float attribute of the (throwaway, traced) module tree by a tagged
-    copy; arithmetic on one gives a plain number again, so only direct reads keep a tag."""
+    copy; integer arithmetic between tagged ints and ints keeps a tag (its expression),
+    anything else (floats, powers, division) gives a plain number again."""
     for prefix, mod in model.named_modules():
         for k, v in list(vars(mod).items()):
             if k.startswith("_") or k == "training" or type(v) not in (int, float):
@@ -343,6 +412,10 @@ class _Aligner:
             parts = [self.merge([getattr(x, p) for x in items], where)
                      for p in ("start", "stop", "step")]
             return slice(*parts)
+        if isinstance(first, (_TaggedInt, _TaggedFloat)) and \
+                first.source != f"self.{first.attr}" and \
+                all(getattr(x, "source", None) == first.source for x in items):
+            return AttrRef(first.attr, _plain(first), first.source)  # an expression
         if isinstance(first, (_TaggedInt, _TaggedFloat)) and \
                 all(getattr(x, "attr", None) == first.attr for x in items):
             return AttrRef(first.attr, _plain(first))

@@ -32,6 +32,9 @@ CASES = [
     ("gqa_prefill_llama3", "sdpa", "all"),             # repeat_kv dropped: enable_gqa
     ("gqa_decode_llama3", "sdpa", "visible"),          # the same, with a padding mask
     ("sliding_window_mistral_gemma3", "sdpa", "visible"),  # and a sliding-window mask
+    # RoPE and GQA in one block; n_rep = heads // kv_heads and the scale head_dim ** -0.5
+    # differ by workload and are emitted as expressions of the attributes
+    ("attention_block_llama3", "library", "all"),
     ("rmsnorm_llama3", "compile", "visible"),
     ("linear_fp32_vit_mlp", "tf32", "visible"),
     ("conv_groupnorm_silu_sd_unet", "channels_last", "all"),

@@ -40,6 +40,7 @@ EXPECTED = {
     "gqa_prefill_llama3": ["gqa"],
     "gqa_decode_llama3": ["gqa"],  # a padding mask, kept as it is
     "sliding_window_mistral_gemma3": ["gqa"],  # a sliding-window mask, kept as it is
+    "attention_block_llama3": ["gqa", "rope"],  # n_rep from two attributes: an expression
     "fp8_quant_group_deepseek_v3": ["fp8_quant_per_group"],
     "fp8_quant_per_tensor_llama3": ["fp8_quant_per_tensor"],
 }

@@ -27,8 +27,6 @@ UNTRACEABLE = {
     "selective_scan_mamba": "integer",
     "fp8_quant_block_weight_deepseek_v3": "item assignment",
     "moe_experts_mixtral": "nonzero",
-    # n_rep = heads // kv_heads differs between workloads and is no attribute
-    "attention_block_llama3": "differs between workloads",
 }
 
 
@@ -65,6 +63,63 @@ def test_attributes_stay_attributes():
     assert mha.workloads == ["cpu_small", "prefill_b16_s512", "prefill_b4_s2048"]
     _, router = _trace("moe_router_mixtral")  # the same on every visible workload: still self.top_k
     assert "top_k" in _attr_refs(router.graph)
+
+
+GROUPED = '''
+import torch
+import torch.nn as nn
+
+SOLFORGE = {"precision": "fp32", "workloads": [
+    {"name": "a", "params": {"heads": 4, "kv_heads": 2, "dim": 16}, "cpu": True},
+    {"name": "b", "params": {"heads": 8, "kv_heads": 2, "dim": 4}, "cpu": True},
+    {"name": "c", "params": {"heads": 6, "kv_heads": 6, "dim": 9}, "cpu": True}]}
+
+
+class Model(nn.Module):
+    def __init__(self, heads=4, kv_heads=2, dim=16):
+        super().__init__()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, dim
+
+    def forward(self, k):
+        n_rep = self.heads // self.kv_heads
+        b, h, s, d = k.shape
+        k = k[:, :, None].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+        return k * self.dim ** -0.5 + (self.heads - 1) * 2
+
+
+def get_inputs(heads=4, kv_heads=2, dim=16):
+    return [torch.randn(2, kv_heads, 3, dim)]
+
+
+def get_init_inputs(heads=4, kv_heads=2, dim=16):
+    return [heads, kv_heads, dim]
+'''
+
+
+def test_numbers_computed_from_attributes_stay_expressions(tmp_path):
+    """attention_block_llama3's n_rep = heads // kv_heads (2 or 4 by workload) and its
+    scale head_dim ** -0.5 failed the differential trace as differing constants, so it
+    got no rewrite: integer arithmetic on attributes now keeps its expression."""
+    problem = tmp_path / "grouped.py"
+    problem.write_text(GROUPED)
+    p = load_problem(problem)
+    module = import_file(p.path)
+    tr = trace_reference(p, module)
+    src = forward_source(tr.graph, {})
+    assert "(self.heads // self.kv_heads)" in src and "(self.dim ** -0.5)" in src, src
+    assert "((self.heads - 1) * 2)" in src, src
+    path = tmp_path / "traced.py"
+    path.write_text(standalone_file(problem="grouped", candidate="traced", summary="traced",
+                                    details=[], levers=[], reference_path=p.path,
+                                    imports=list(BASE_IMPORTS), forward=src))
+    solution = import_file(path)
+    cpu = torch.device("cpu")
+    for w in p.workloads:  # every workload: a baked-in constant would be wrong somewhere
+        args = init_args(module, dict(w.params))
+        ref = build_model(module.Model, args, cpu, True)
+        new = build_model(solution.ModelNew, args, cpu, True, ref.state_dict())
+        (x,) = make_inputs(module, dict(w.params), 0, "normal", cpu)
+        assert torch.equal(new(x), ref(x)), w.name
 
 
 def test_iterating_a_shape_unrolls_to_its_rank():
