@@ -58,7 +58,7 @@ from solforge.search.emit import (
     subclass_file,
 )
 from solforge.search.fxsource import EmitError, forward_source
-from solforge.search.match import LibraryFunction, Match, substitute
+from solforge.search.match import LIBRARY_MODULE, LibraryFunction, Match, substitute
 from solforge.search.reference_facts import conv_kinds, has_fp32_matmul, reads_values_on_host
 
 # estimated seconds per evaluation (compile included): they only order the search
@@ -161,7 +161,8 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
                              imports=imports + extra, forward=forward, decorators=decos)
     return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
                      reasoning=reasoning, parent=parent,
-                     language="triton" if names else "pytorch")
+                     language="triton" if any(c.module == LIBRARY_MODULE for c in names)
+                     else "pytorch")
 
 
 # -- the families ------------------------------------------------------------------------------
@@ -276,6 +277,9 @@ def conv_family(ctx: SearchContext):
                                    "normalisation and activation work after them.")
 
 
+_SDPA_KINDS = {"sdpa", "gqa"}
+
+
 def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
                        parent: str | None, wrap: Wrap | None = None,
                        extra_levers: tuple[str, ...] = (), extra_cost: float = 0.0,
@@ -285,7 +289,7 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
     except ValueError:  # a match whose outputs are needed before it ends
         return None
     calls = tuple(c for m in matches for c in m.calls)
-    triton = any(isinstance(c, LibraryFunction) for c in calls)
+    triton = any(isinstance(c, LibraryFunction) and c.module == LIBRARY_MODULE for c in calls)
     levers = sorted({lv for m in matches for lv in m.levers} | set(extra_levers),
                     key=LEVERS.index)
     if triton and ctx.gpu and "autotune" not in levers:
@@ -298,8 +302,14 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
     kinds = ", ".join(dict.fromkeys(m.kind for m in matches))
     why = (f"The reference's graph spells out {kinds} as several eager operations; the "
            "substitute does each in one kernel, so fewer launches and fewer bytes moved.")
+    if kinds == "lowp_gemm":
+        why = ("The reference multiplies FP8/int8 operands on the fp32 units; TF32 tensor "
+               "cores compute the same products exactly, several times faster.")
+    kinds_found = {m.kind for m in matches}
     summary = ("library kernels substituted into the traced graph" if triton
-               else "attention routed to fused scaled_dot_product_attention")
+               else "attention routed to fused scaled_dot_product_attention"
+               if kinds_found <= _SDPA_KINDS
+               else "operations routed to faster PyTorch calls with the same result")
     try:
         return make_candidate(ctx, name=name, family="library", summary=summary,
                               details=details, levers=levers, cost=cost + extra_cost,
@@ -313,7 +323,9 @@ def library_family(ctx: SearchContext):
     if ctx.traced is None or not ctx.matches:
         return
     triton = any(m.language == "triton" for m in ctx.matches)
-    base = "library" if triton else "sdpa"
+    # an attention rewrite alone is named for SDPA, anything else for the library
+    base = "sdpa" if not triton and {m.kind for m in ctx.matches} <= _SDPA_KINDS \
+        else "library"
     first = _library_candidate(ctx, ctx.matches, base, None)
     if first is None:
         return
@@ -327,10 +339,11 @@ def library_family(ctx: SearchContext):
             if c is not None:
                 yield c
     if not triton:
-        c = _library_candidate(ctx, ctx.matches, "sdpa+compile", base,
+        c = _library_candidate(ctx, ctx.matches, f"{base}+compile", base,
                                wrap=Wrap(compile_mode="default"), extra_levers=("compile",),
                                extra_cost=COST["compile_gpu" if ctx.gpu else "compile_cpu"],
-                               extra_why=" Compile fuses what is around the attention.")
+                               extra_why=" Compile fuses what is around the rewritten "
+                                         "calls.")
         if c is not None:
             yield c
     if ctx.gpu:

@@ -74,8 +74,8 @@ class Match:
 
     @property
     def language(self) -> str:
-        return "triton" if any(isinstance(c, LibraryFunction) for c in self.calls) \
-            else "pytorch"
+        return "triton" if any(isinstance(c, LibraryFunction) and c.module == LIBRARY_MODULE
+                               for c in self.calls) else "pytorch"
 
 
 @dataclass(frozen=True)

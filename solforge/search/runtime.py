@@ -37,6 +37,22 @@ def backend_flags(*, tf32: bool | None = None, cudnn_benchmark: bool | None = No
          torch.backends.cudnn.benchmark) = saved
 
 
+def exact_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = None,
+                      b_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """``(a.float() * a_scale) @ (b.float() * b_scale).t()`` for FP8 or int8 ``a`` [M, K]
+    and ``b`` [N, K] with fp32 scales of shape [1] or [rows, 1]: the product on TF32
+    tensor cores (exact for these operands, accumulated in fp32), the scales after it
+    (``patterns/lowp_gemm.py`` says why that is the reference's result). On a CPU the
+    TF32 switch changes nothing: fp32."""
+    with backend_flags(tf32=True):
+        out = torch.matmul(a.to(torch.float32), b.to(torch.float32).t())
+    if a_scale is not None:
+        out = out * a_scale
+    if b_scale is not None:
+        out = out * b_scale.reshape(1, -1)
+    return out
+
+
 def channels_last(x: Any) -> Any:
     """A 4-D tensor in NHWC memory order (a copy when it is not already); anything else
     as it is."""

@@ -26,6 +26,9 @@ CASES = [
     ("rope_llama3", "library", "visible"),             # q and k in one launch
     ("fp8_quant_group_deepseek_v3", "library", "all"),
     ("fp8_quant_per_tensor_llama3", "library", "visible"),
+    # FP8 and int8 GEMMs dequantized to fp32: TF32 products, scales after
+    ("fp8_gemm_per_tensor_llama3", "library", "all"),
+    ("int8_gemm_w8a8_smoothquant", "library", "all"),
     ("causal_mha_eager_llama2", "sdpa", "all"),        # eager attention -> SDPA, causal
     ("vit_attention_siglip", "sdpa", "visible"),       # not causal
     ("causal_mha_eager_llama2", "sdpa+compile", "visible"),

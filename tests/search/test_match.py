@@ -43,6 +43,8 @@ EXPECTED = {
     "attention_block_llama3": ["gqa", "rope"],  # n_rep from two attributes: an expression
     "fp8_quant_group_deepseek_v3": ["fp8_quant_per_group"],
     "fp8_quant_per_tensor_llama3": ["fp8_quant_per_tensor"],
+    "fp8_gemm_per_tensor_llama3": ["lowp_gemm"],  # per-tensor scales on both operands
+    "int8_gemm_w8a8_smoothquant": ["lowp_gemm"],  # scales applied after the mm already
 }
 
 
@@ -123,6 +125,14 @@ VARIANTS = [
                  "return F.scaled_dot_product_attention(q, k, v)"),
      "[torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)]", "",
      "gqa"),
+    # an FP8 operand scaled per element (as block scales expand to): does not commute
+    ("a, b, s", "return torch.matmul(a.float() * s, b.float().t())",
+     ("[torch.randn(4, 16).to(torch.float8_e4m3fn), torch.randn(8, 16).to(torch.float8_e4m3fn),"
+      " torch.rand(4, 16)]"), "", "lowp_gemm"),
+    # bf16 operands upcast to fp32: their precision class decides TF32, not this pattern
+    ("a, b", "return torch.mm(a.float(), b.float().t())",
+     "[torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(8, 16, dtype=torch.bfloat16)]",
+     "", "lowp_gemm"),
     # the repeated keys used again after the attention: the copy is needed anyway
     ("q, k, v", ("k = k[:, :, None].expand(1, 2, 2, 8, 16).reshape(1, 4, 8, 16); "
                  "v = v[:, :, None].expand(1, 2, 2, 8, 16).reshape(1, 4, 8, 16); "

@@ -14,6 +14,9 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
 - ``fp8_quant_per_group`` / ``fp8_quant_per_tensor``: DeepSeek's ``act_quant`` and vLLM's
   dynamic per-tensor quantization to ``float8_e4m3fn`` with the clamp to +-448, → the
   library's quantizers (same divisions, same rounding).
+- ``lowp_gemm``: ``mm``/``matmul`` of two FP8 or int8 operands cast to fp32 (each
+  optionally times a [1] or [rows, 1] scale) → the product on TF32 tensor cores, exact for
+  such operands, with the scales after it (``runtime.exact_lowp_matmul``).
 - ``add_rms_norm`` / ``rms_norm``: ``x.float()``, ``pow(2).mean(-1, keepdim)``, ``+ eps``,
   ``rsqrt``, ``*``; then either Llama's ``w * h.to(x.dtype)`` or Gemma's ``(h * (1 +
   w.float())).type_as(x)``; a residual ``a + b`` feeding it (same shape and dtype, no
@@ -42,6 +45,7 @@ from __future__ import annotations
 from solforge.search.match import Pattern, register_pattern
 from solforge.search.patterns.attention import find_sdpa
 from solforge.search.patterns.gqa import find_gqa
+from solforge.search.patterns.lowp_gemm import find_lowp_gemm
 from solforge.search.patterns.norms import find_layer_norm, find_rms_norm
 from solforge.search.patterns.pointwise import find_bias_act, find_glu, find_softmax
 from solforge.search.patterns.quant import find_fp8_quant
@@ -51,6 +55,8 @@ for _p in (
     Pattern("sdpa", find_sdpa, "attention as matmul-softmax-matmul → fused SDPA"),
     Pattern("gqa", find_gqa, "repeat_kv feeding SDPA → SDPA with enable_gqa"),
     Pattern("fp8_quant", find_fp8_quant, "fp8 e4m3 quantization per tensor / per group"),
+    Pattern("lowp_gemm", find_lowp_gemm, "FP8/int8 GEMM dequantized to fp32 → TF32, scales "
+            "after"),
     Pattern("rms_norm", find_rms_norm, "(residual add +) RMSNorm, Llama and Gemma forms"),
     Pattern("rope", find_rope, "rotate-half rotary embedding"),
     Pattern("glu", find_glu, "SwiGLU and GeGLU (tanh) gated units"),

@@ -1,0 +1,97 @@
+"""``lowp_gemm``: a GEMM of FP8 or int8 operands dequantized to fp32 → the same GEMM on
+TF32 tensor cores with the scales applied after it (``runtime.exact_lowp_matmul``).
+
+Quantized references (vLLM's W8A8-FP8 linear, SmoothQuant's int8 GEMM) cast both
+operands to fp32, scale them per tensor or per row, and multiply on the fp32 units (51
+TFLOP/s on an H200, against 409 for TF32). An e4m3 value has a 4-bit significand and an
+int8 one 7 bits, both exact in TF32's 11: the products are exact and accumulate in fp32,
+as the reference's do. Per-tensor and per-row scales commute with the product, so they
+multiply the fp32 result instead of the operands. The one difference from the reference is
+the rounding of the scaled operands, which the reference rounds to fp32 before the
+product: a relative 2^-24 per term, far below the output's bf16 rounding.
+
+Matched: ``mm``/``matmul(A, B.t())`` with ``A`` [M, K] and ``B`` [N, K] each a cast to
+fp32 of a ``float8_e4m3fn``/``float8_e5m2``/``int8`` tensor, optionally times an fp32
+scale of shape [1] or [rows, 1]; every intermediate used only there.
+
+Not covered: block scales (DeepSeek's 128x128, ``repeat_interleave``d: they do not
+commute with the product), operands of more than two dims, routing to FP8 or int8 tensor
+cores (``torch._scaled_mm``, ``torch._int_mm``: faster still, but with alignment and
+scale-shape rules that need a GPU to check).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from solforge.search.match import LibraryFunction, Match, arg, call, cast_source, op, tensor
+from solforge.search.patterns.common import graph_nodes
+from solforge.search.trace import TracedReference
+
+EXACT_LOWP_MATMUL = LibraryFunction("exact_lowp_matmul", module="solforge.search.runtime")
+LOWP = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8)
+
+
+def _target(n: Any) -> str:
+    if not isinstance(n, fx.Node):
+        return ""
+    return n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+
+
+def _only_here(n: Any) -> bool:
+    return isinstance(n, fx.Node) and len(n.users) == 1
+
+
+def _operand(a: Any) -> tuple[fx.Node, Any, set[fx.Node]] | None:
+    """(the low-precision tensor, its scale or None, the nodes between) for a 2-D fp32
+    ``cast(q)`` or ``cast(q) * s`` (either order), s [1] or [rows, 1] in fp32."""
+    t = tensor(a)
+    if t is None or t.dim() != 2 or t.dtype != torch.float32 or not _only_here(a):
+        return None
+    scale, nodes, x = None, {a}, a
+    if op(a) == "mul":
+        l, r = arg(a, 0), arg(a, 1)
+        for c, s in ((l, r), (r, l)):
+            ts = tensor(s)
+            if cast_source(c, torch.float32) is not None and _only_here(c) and ts is not None \
+                    and ts.dtype == torch.float32 and tuple(ts.shape) in ((1,), (t.shape[0], 1)):
+                scale, x = s, c
+                nodes.add(c)
+                break
+        else:
+            return None
+    q = cast_source(x, torch.float32)
+    tq = tensor(q)
+    if q is None or tq is None or tq.dtype not in LOWP or tuple(tq.shape) != tuple(t.shape):
+        return None
+    return q, scale, nodes
+
+
+def find_lowp_gemm(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        if _target(n) not in ("mm", "matmul") or len(n.args) != 2 or n.kwargs:
+            continue
+        bt = arg(n, 1)
+        if _target(bt) != "t" or not _only_here(bt):
+            continue
+        a, b = _operand(arg(n, 0)), _operand(arg(bt, 0))
+        if a is None or b is None:
+            continue
+        (qa, sa, na), (qb, sb, nb) = a, b
+
+        def build(g, m, qa=qa, qb=qb, sa=sa, sb=sb):
+            return [call(g, EXACT_LOWP_MATMUL,
+                         (m(qa), m(qb), m(sa) if sa is not None else None,
+                          m(sb) if sb is not None else None), {},
+                         "the low-precision GEMM on TF32 tensor cores (exact products), "
+                         "scales after", "acc")]
+
+        found.append(Match("lowp_gemm", {n, bt} | na | nb, [n], build,
+                           f"{tensor(qa).dtype} x {tensor(qb).dtype} GEMM dequantized to "
+                           "fp32 → runtime.exact_lowp_matmul (TF32, scales after)",
+                           ("tf32",), set(), (EXACT_LOWP_MATMUL,)))
+    return found
