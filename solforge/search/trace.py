@@ -47,6 +47,7 @@ import torch.nn as nn
 
 from solforge.problems import gen
 from solforge.problems.spec import Problem, Workload, call_with_params
+from solforge.search.tagged import TaggedFloat, TaggedInt, plain, tag_attributes
 
 
 class TraceError(RuntimeError):
@@ -75,100 +76,6 @@ class TracedReference:
     module: nn.Module = field(repr=False)   # built on the meta device, first workload
     workloads: list[str]                    # the workloads whose graphs agreed
     skipped: list[str] = field(default_factory=list)  # workloads that could not be built
-
-
-class _TaggedInt(int):
-    """An int read from a module attribute, carrying the attribute's name and its source
-    (``self.<attr>``); integer arithmetic on it keeps a tag whose source is the
-    expression (and whose ``attr`` is that source without ``self.``, for the record)."""
-
-    def __new__(cls, value: int, attr: str, source: str = "") -> _TaggedInt:
-        obj = super().__new__(cls, value)
-        obj.attr = attr
-        obj.source = source or f"self.{attr}"
-        return obj
-
-    def _combine(self, other: Any, fn: Any, sym: str, reflected: bool = False) -> Any:
-        if type(other) is bool or not isinstance(other, int):
-            return NotImplemented  # a float or a proxy: its own operator decides
-        a = self.source
-        b = other.source if isinstance(other, _TaggedInt) else repr(int(other))
-        left, right = (b, a) if reflected else (a, b)
-        x, y = (int(other), int(self)) if reflected else (int(self), int(other))
-        src = f"({left} {sym} {right})"
-        return _TaggedInt(fn(x, y), src.replace("self.", "", 1), src)
-
-    def __add__(self, o: Any) -> Any:
-        return self._combine(o, int.__add__, "+")
-
-    def __radd__(self, o: Any) -> Any:
-        return self._combine(o, int.__add__, "+", True)
-
-    def __sub__(self, o: Any) -> Any:
-        return self._combine(o, int.__sub__, "-")
-
-    def __rsub__(self, o: Any) -> Any:
-        return self._combine(o, int.__sub__, "-", True)
-
-    def __mul__(self, o: Any) -> Any:
-        return self._combine(o, int.__mul__, "*")
-
-    def __rmul__(self, o: Any) -> Any:
-        return self._combine(o, int.__mul__, "*", True)
-
-    def __floordiv__(self, o: Any) -> Any:
-        return self._combine(o, int.__floordiv__, "//")
-
-    def _real(self, other: Any, fn: Any, sym: str) -> Any:
-        """``self ** other`` or ``self / other`` by an int or a float: a tagged float
-        (``self.head_dim ** -0.5``), or a tagged int where the result is one."""
-        if type(other) is bool or not isinstance(other, (int, float)):
-            return NotImplemented
-        b = other.source if isinstance(other, (_TaggedInt, _TaggedFloat)) else repr(other)
-        src = f"({self.source} {sym} {b})"
-        v = fn(int(self), other if type(other) in (int, float) else _plain(other))
-        if type(v) is int:
-            return _TaggedInt(v, src.replace("self.", "", 1), src)
-        if type(v) is float:
-            return _TaggedFloat(v, src.replace("self.", "", 1), src)
-        return v  # complex (a negative base to a fractional power): plain
-
-    def __pow__(self, o: Any, mod: Any = None) -> Any:
-        if mod is not None:
-            return int.__pow__(int(self), o, mod)
-        return self._real(o, lambda x, y: x ** y, "**")
-
-    def __truediv__(self, o: Any) -> Any:
-        return self._real(o, lambda x, y: x / y, "/")
-
-    def __rfloordiv__(self, o: Any) -> Any:
-        return self._combine(o, int.__floordiv__, "//", True)
-
-
-class _TaggedFloat(float):
-    """A float read from a module attribute, carrying the attribute's name and source;
-    or a float computed from a tagged int (``**``, ``/``), carrying its expression.
-    Arithmetic on it gives a plain float."""
-
-    def __new__(cls, value: float, attr: str, source: str = "") -> _TaggedFloat:
-        obj = super().__new__(cls, value)
-        obj.attr = attr
-        obj.source = source or f"self.{attr}"
-        return obj
-
-
-def _tag_attributes(model: nn.Module) -> nn.Module:
-    """Replace every int/float attribute of the (throwaway, traced) module tree by a tagged
-    copy; integer arithmetic between tagged ints and ints keeps a tag (its expression),
-    anything else (floats, powers, division) gives a plain number again."""
-    for prefix, mod in model.named_modules():
-        for k, v in list(vars(mod).items()):
-            if k.startswith("_") or k == "training" or type(v) not in (int, float):
-                continue
-            name = f"{prefix}.{k}" if prefix else k
-            tagged = _TaggedInt(v, name) if type(v) is int else _TaggedFloat(v, name)
-            object.__setattr__(mod, k, tagged)
-    return model
 
 
 def _meta_values(args: Any) -> Any:
@@ -337,7 +244,7 @@ def trace_workload(module: ModuleType, w: Workload, train_mode: bool = False
 def _trace_workload(module: ModuleType, w: Workload, train_mode: bool
                     ) -> tuple[fx.Graph, nn.Module]:
     model, inputs = _build(module, w, train_mode)
-    _tag_attributes(model)
+    tag_attributes(model)
     tracer = _ValueTracer(model, inputs)
     try:
         graph = tracer.trace(model)
@@ -358,21 +265,12 @@ def _scalar_attributes(model: nn.Module) -> dict[str, Any]:
             if k.startswith("_") or k == "training" or isinstance(v, bool):
                 continue
             if isinstance(v, (int, float)):
-                out[f"{prefix}.{k}" if prefix else k] = _plain(v)
+                out[f"{prefix}.{k}" if prefix else k] = plain(v)
     return out
 
 
-def _plain(v: Any) -> Any:
-    """A tagged number as the plain int or float it stands for."""
-    if isinstance(v, _TaggedInt):
-        return int(v)
-    if isinstance(v, _TaggedFloat):
-        return float(v)
-    return v
-
-
 def _same(a: Any, b: Any) -> bool:
-    a, b = _plain(a), _plain(b)
+    a, b = plain(a), plain(b)
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return type(a) is type(b) and a == b
@@ -412,20 +310,20 @@ class _Aligner:
             parts = [self.merge([getattr(x, p) for x in items], where)
                      for p in ("start", "stop", "step")]
             return slice(*parts)
-        if isinstance(first, (_TaggedInt, _TaggedFloat)) and \
+        if isinstance(first, (TaggedInt, TaggedFloat)) and \
                 first.source != f"self.{first.attr}" and \
                 all(getattr(x, "source", None) == first.source for x in items):
-            return AttrRef(first.attr, _plain(first), first.source)  # an expression
-        if isinstance(first, (_TaggedInt, _TaggedFloat)) and \
+            return AttrRef(first.attr, plain(first), first.source)  # an expression
+        if isinstance(first, (TaggedInt, TaggedFloat)) and \
                 all(getattr(x, "attr", None) == first.attr for x in items):
-            return AttrRef(first.attr, _plain(first))
+            return AttrRef(first.attr, plain(first))
         if all(_same(x, first) for x in items):
-            return _plain(first)
+            return plain(first)
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items):
             # computed in Python from attributes: one attribute may still hold it
             name = self.attribute_for(items)
             if name is not None:
-                return AttrRef(name, _plain(first))
+                return AttrRef(name, plain(first))
         raise TraceError(f"{where}: the constant {first!r} differs between workloads "
                          f"({items!r}) and is no attribute of the module")
 
