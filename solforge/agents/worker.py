@@ -87,16 +87,12 @@ class WorkerResult(BaseModel):
     cut_short: str = Field("", description="why the unit ended before its own budgets did "
                            "(the run stopping: its wall budget spent), '' when it did not; "
                            "such a unit does not count against the problem's units, so a "
-                           "resumed run goes on with the problem")
+                           "resumed run goes on with the problem. Set by the search worker; "
+                           "an LLM worker that stopped reports its saved exit again when "
+                           "resumed, so its stopped units count as before")
     usage: Usage = Field(default_factory=Usage)
     trajectory: str = ""
     workspace: str = ""
-
-    @property
-    def cut_reason(self) -> str:
-        """``cut_short``, or the message of an LLM worker that ended ``stopped``."""
-        return self.cut_short or (self.message or "the run stopped"
-                                  if self.status == "stopped" else "")
 
     @property
     def stop_run(self) -> str:

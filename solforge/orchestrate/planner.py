@@ -336,7 +336,7 @@ class Planner:
                     self.halted = True
             improved = self._refresh(ps)
             # a unit the run's stop cut short does not count: a resumed run goes on
-            cut = result.cut_reason if result is not None else ""
+            cut = getattr(result, "cut_short", "") if result is not None else ""
             if not cut:
                 ps.units += 1
                 ps.stale = 0 if improved else ps.stale + 1
