@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -41,6 +42,27 @@ def progress_view(planner: Planner) -> Group:
              f"evaluations {planner.run.ledger.count_evaluations()}"
              + (f"; stopping: {planner.stop_reason}" if planner.stop_reason else ""))
     return Group(t, w, usage)
+
+
+def progress_lines(planner: Planner, seen: dict[str, tuple[str, ...]]) -> list[str]:
+    """One timestamped line per problem whose row of :func:`progress_view` changed since
+    ``seen`` (which it updates), and one when the run starts stopping: what ``optimize``
+    writes when its output is a file, so a run killed before its end (a device call's time
+    limit) still leaves its log. A problem first seen queued is not news."""
+    now = time.strftime("%H:%M:%S")
+    lines = []
+    for name, ps in planner.problems.items():
+        state = "running" if ps.busy else (f"done: {ps.converged}" if ps.converged else "queued")
+        row = (state, str(ps.units), _fmt(ps.best_speedup, "x"), _fmt(ps.best_sol, digits=2))
+        if seen.get(name) != row:
+            if name in seen or state != "queued":
+                lines.append(f"{now} {name}: {state}, units {row[1]}, best {row[2]} against "
+                             f"the best baseline, SOL score {row[3]}")
+            seen[name] = row
+    if planner.stop_reason and seen.get("") != (planner.stop_reason,):
+        seen[""] = (planner.stop_reason,)
+        lines.append(f"{now} stopping: {planner.stop_reason}")
+    return lines
 
 
 def _llm_settings(agents: list[str], flags: dict) -> dict:
@@ -210,16 +232,23 @@ def register(app: typer.Typer) -> None:
             run = Run.open(resume)
             run.mark("running")
         planner = Planner(run, problems, cfg, opts, settings)
-        with Live(progress_view(planner), console=console, refresh_per_second=2,
-                  transient=False) as live:
-            planner.on_update = lambda p: live.update(progress_view(p))
-            try:
+        try:
+            if console.is_terminal:
+                with Live(progress_view(planner), console=console, refresh_per_second=2,
+                          transient=False) as live:
+                    planner.on_update = lambda p: live.update(progress_view(p))
+                    result = planner.loop()
+            else:  # a log: a live table would only be written when the run ends
+                seen: dict[str, tuple[str, ...]] = {}
+                planner.on_update = lambda p: [console.print(line, highlight=False)
+                                               for line in progress_lines(p, seen)]
                 result = planner.loop()
-            except KeyboardInterrupt:
-                run.mark("stopped")
-                console.print(f"[yellow]stopped; continue with `solforge optimize --resume "
-                              f"{run.dir}`[/yellow]")
-                raise typer.Exit(130) from None
+                console.print(progress_view(planner))
+        except KeyboardInterrupt:
+            run.mark("stopped")
+            console.print(f"[yellow]stopped; continue with `solforge optimize --resume "
+                          f"{run.dir}`[/yellow]")
+            raise typer.Exit(130) from None
         console.print()
         console.print(f"{result.status}: {result.reason}. Evaluations run: "
                       f"{result.evaluations}, served from the run's cache: {result.cache_hits}")

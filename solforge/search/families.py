@@ -15,7 +15,8 @@ family             candidates                                                   
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
                    all matches together; on a GPU also each kind alone when there      has a pattern
                    are several; SDPA-only rewrites also under compile; CUDA graphs
-                   of the rewrite (GPU)
+                   of the rewrite (GPU); FP8/int8 GEMMs also on their own tensor
+                   cores (GPU, ``library:lowp_tensor_cores``)
 =================  ================================================================  ==========
 
 Which families apply is decided by what the reference contains (``reference_facts.py``:
@@ -59,6 +60,7 @@ from solforge.search.emit import (
 )
 from solforge.search.fxsource import EmitError, forward_source
 from solforge.search.match import LIBRARY_MODULE, LibraryFunction, Match, substitute
+from solforge.search.patterns.lowp_gemm import find_lowp_gemm
 from solforge.search.reference_facts import conv_kinds, has_fp32_matmul, reads_values_on_host
 
 # estimated seconds per evaluation (compile included): they only order the search
@@ -319,6 +321,22 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
         return None
 
 
+def _native_lowp_candidate(ctx: SearchContext, base: str) -> Candidate | None:
+    """The rewrite with its FP8/int8 GEMMs on their own tensor cores instead of TF32's
+    (``patterns/lowp_gemm.py``): the same matches, found again with ``native=True``."""
+    assert ctx.traced is not None
+    native = iter(find_lowp_gemm(ctx.traced, native=True))
+    try:
+        matches = [next(native) if m.kind == "lowp_gemm" else m for m in ctx.matches]
+    except StopIteration:  # not found again: nothing to offer
+        return None
+    return _library_candidate(
+        ctx, matches, f"{base}:lowp_tensor_cores", base, extra_cost=0.1,
+        extra_why=" On the FP8/int8 tensor cores themselves (torch._scaled_mm, "
+                  "torch._int_mm), which run these GEMMs at twice TF32's rate or more; "
+                  "shapes they do not take fall back to TF32.")
+
+
 def library_family(ctx: SearchContext):
     if ctx.traced is None or not ctx.matches:
         return
@@ -338,6 +356,10 @@ def library_family(ctx: SearchContext):
                                    extra_why=" Only this pattern, to see its share of the gain.")
             if c is not None:
                 yield c
+    if ctx.gpu and "lowp_gemm" in kinds:
+        c = _native_lowp_candidate(ctx, base)
+        if c is not None:
+            yield c
     if not triton:
         c = _library_candidate(ctx, ctx.matches, f"{base}+compile", base,
                                wrap=Wrap(compile_mode="default"), extra_levers=("compile",),

@@ -1,5 +1,6 @@
 """Small runtime pieces the generated solutions import: backend flags, channels-last
-inputs, CUDA-graph replay (a class and a ``forward`` decorator). Kept here so a generated
+inputs, CUDA-graph replay (a class and a ``forward`` decorator), the low-precision GEMMs
+of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with a TF32 fallback). Kept here so a generated
 file stays a page of readable code.
 
 Not covered: CUDA graphs of a forward that synchronises with the host, allocates with
@@ -10,6 +11,7 @@ error, and the candidate fails with it); several devices in one forward.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,6 +48,77 @@ def exact_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | 
     TF32 switch changes nothing: fp32."""
     with backend_flags(tf32=True):
         out = torch.matmul(a.to(torch.float32), b.to(torch.float32).t())
+    if a_scale is not None:
+        out = out * a_scale
+    if b_scale is not None:
+        out = out * b_scale.reshape(1, -1)
+    return out
+
+
+# signatures (shapes, strides, dtypes, device) on which PyTorch refused a native low-
+# precision GEMM: they go straight to exact_lowp_matmul from then on
+_NATIVE_REFUSED: set[tuple[Any, ...]] = set()
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def _native_shape(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Which native GEMM takes ``a`` [M, K] @ ``b`` [N, K]^T ("fp8", "int8"), or None
+    when its documented shape rules exclude it: cuBLASLt's FP8 GEMM wants K and N in
+    multiples of 16 and no e5m2 x e5m2; ``torch._int_mm`` wants M above 16 and K and N in
+    multiples of 8. Both want ``a`` and ``b`` row-major (``b.t()`` is then the column-major
+    second operand they expect)."""
+    if a.dim() != 2 or b.dim() != 2 or not a.is_contiguous() or not b.is_contiguous():
+        return None
+    (m, k), (n, _) = a.shape, b.shape
+    if a.dtype in _FP8 and b.dtype in _FP8:
+        both_e5m2 = a.dtype == b.dtype == torch.float8_e5m2
+        return "fp8" if k % 16 == 0 and n % 16 == 0 and not both_e5m2 else None
+    if a.dtype == b.dtype == torch.int8:
+        return "int8" if m > 16 and k % 8 == 0 and n % 8 == 0 else None
+    return None
+
+
+def native_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = None,
+                       b_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """The same result as :func:`exact_lowp_matmul`, on the FP8 or int8 tensor cores:
+    ``torch._scaled_mm`` (FP8, fp32 accumulation and output, no fast accumulation) or
+    ``torch._int_mm`` (int8, int32 accumulation: exact, where the reference's fp32 sum
+    rounds past 2^24). Per-tensor FP8 scales go into the GEMM's epilogue; per-row scales
+    multiply the fp32 result after it.
+
+    Where the shape rules exclude the native GEMM (:func:`_native_shape`: decode's M=1 for
+    int8, a K or N off the alignment) or PyTorch refuses it (a GPU without FP8 units, a
+    rule of a newer version), the call is :func:`exact_lowp_matmul`'s (TF32), with a warning
+    the first time PyTorch refused that signature. Not covered: block scales, batched
+    operands, FP8 output."""
+    kind = _native_shape(a, b)
+    key = _signature((a, b))
+    if kind is not None and key not in _NATIVE_REFUSED:
+        try:
+            out = _native_product(kind, a, b, a_scale, b_scale)
+        except (RuntimeError, ValueError) as e:  # an argument check, before any launch
+            _NATIVE_REFUSED.add(key)
+            warnings.warn(f"native_lowp_matmul: PyTorch refused the {kind} GEMM on "
+                          f"{tuple(a.shape)} x {tuple(b.shape)} ({str(e)[:200]}); "
+                          "using TF32 (exact_lowp_matmul)", RuntimeWarning, stacklevel=2)
+        else:
+            return out
+    return exact_lowp_matmul(a, b, a_scale, b_scale)
+
+
+def _native_product(kind: str, a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None,
+                    b_scale: torch.Tensor | None) -> torch.Tensor:
+    if kind == "int8":
+        out = torch._int_mm(a, b.t()).to(torch.float32)
+    else:
+        fused = [s is None or s.numel() == 1 for s in (a_scale, b_scale)]
+        one = torch.ones((), dtype=torch.float32, device=a.device)
+        sa = a_scale.reshape(()) if a_scale is not None and fused[0] else one
+        sb = b_scale.reshape(()) if b_scale is not None and fused[1] else one
+        out = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+        # only the per-row scales are left to apply
+        a_scale = None if fused[0] else a_scale
+        b_scale = None if fused[1] else b_scale
     if a_scale is not None:
         out = out * a_scale
     if b_scale is not None:

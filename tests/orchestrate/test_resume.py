@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -105,6 +106,10 @@ def test_search_sigkill_mid_verdict_then_resume_measures_the_final_once(tmp_path
     proc.wait(timeout=30)
     before = evaluations(run_dir)
     assert before[0] == ("visible", "PASSED")
+    # its output is a pipe: a line per change was written as it ran, not a live table
+    # rendered only at the end, so the killed run leaves a log
+    killed_log = proc.stdout.read()
+    assert re.search(r"\d\d:\d\d:\d\d kb_relu: running, units 0", killed_log), killed_log
 
     proc = start(["optimize", "--resume", str(run_dir), *common])
     out, _ = proc.communicate(timeout=300)

@@ -6,6 +6,7 @@ interpreter runs a Triton program per row)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.options import EvalOptions
@@ -68,3 +69,42 @@ def test_candidate_passes_the_evaluator(ev, tmp_path, problem, candidate, worklo
     # the evaluator sees what the candidate says about itself: wrappers run the reference
     assert ("calls_reference" in r.flags) == c.calls_reference, r.flags
     assert "torch_fallback" not in r.flags and "hidden_fallback" not in r.flags
+
+
+# CPU workloads the FP8/int8 units' shape rules take (M above 16, K and N multiples of 16),
+# so the native GEMMs run under the evaluator and not their TF32 fallback
+ALIGNED = ('"workloads": [{"name": "cpu_aligned", "params": {"tokens": 32, "in_features": 64, '
+           '"out_features": 48}, "cpu": True}, {"name": "cpu_aligned_big", "params": '
+           '{"tokens": 64, "in_features": 512, "out_features": 256}, "cpu": True, '
+           '"visible": False}],\n    "flops"')
+
+
+@pytest.mark.parametrize("problem", ["fp8_gemm_per_tensor_llama3", "int8_gemm_w8a8_smoothquant"])
+def test_native_lowp_candidate_passes_the_evaluator(ev, tmp_path, problem):
+    import re
+
+    from solforge.problems import load_problem
+    from solforge.search import runtime
+
+    p = find_builtin(problem)
+    cpu, _ = generate_candidates(search_context(p, "cpu"))
+    assert not any("lowp_tensor_cores" in c.levers for c in cpu)  # GPU units: a GPU's search
+    cands, _ = generate_candidates(search_context(p, "cuda"))
+    c = next(c for c in cands if c.name == "library:lowp_tensor_cores")
+    assert c.levers == ["lowp_tensor_cores"] and c.parent == "library"
+    assert "native_lowp_matmul(" in c.source and ".to(torch.float32)" not in c.source
+    ref = tmp_path / f"{problem}.py"
+    ref.write_text(re.sub(r'"workloads": \[.*?\],\n    "flops"', ALIGNED, p.path.read_text(),
+                          flags=re.S))
+    aligned = load_problem(ref)
+    assert [w.name for w in aligned.workloads] == ["cpu_aligned", "cpu_aligned_big"]
+    sol = tmp_path / "sol.py"
+    sol.write_text(c.source)
+    r = ev.evaluate(aligned, sol, workloads="all")
+    assert r.status is Status.PASSED, r.message
+    assert r.held_out_included and all(w.trials >= 1 for w in r.workloads)
+    # the workloads' shapes are ones the native GEMMs take (the runner's process applies
+    # the same rules): the run above went through them, not the TF32 fallback
+    kind = "fp8" if problem.startswith("fp8") else "int8"
+    q = torch.float8_e4m3fn if kind == "fp8" else torch.int8
+    assert runtime._native_shape(torch.zeros(32, 64).to(q), torch.zeros(48, 64).to(q)) == kind

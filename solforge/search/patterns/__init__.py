@@ -16,7 +16,8 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
   library's quantizers (same divisions, same rounding).
 - ``lowp_gemm``: ``mm``/``matmul`` of two FP8 or int8 operands cast to fp32 (each
   optionally times a [1] or [rows, 1] scale) → the product on TF32 tensor cores, exact for
-  such operands, with the scales after it (``runtime.exact_lowp_matmul``).
+  such operands, with the scales after it (``runtime.exact_lowp_matmul``); on a GPU also
+  on the FP8/int8 tensor cores (``runtime.native_lowp_matmul``), a candidate of its own.
 - ``add_rms_norm`` / ``rms_norm``: ``x.float()``, ``pow(2).mean(-1, keepdim)``, ``+ eps``,
   ``rsqrt``, ``*``; then either Llama's ``w * h.to(x.dtype)`` or Gemma's ``(h * (1 +
   w.float())).type_as(x)``; a residual ``a + b`` feeding it (same shape and dtype, no

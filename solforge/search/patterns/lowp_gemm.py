@@ -14,10 +14,14 @@ Matched: ``mm``/``matmul(A, B.t())`` with ``A`` [M, K] and ``B`` [N, K] each a c
 fp32 of a ``float8_e4m3fn``/``float8_e5m2``/``int8`` tensor, optionally times an fp32
 scale of shape [1] or [rows, 1]; every intermediate used only there.
 
+With ``native=True`` the same matches call ``runtime.native_lowp_matmul`` instead: the
+GEMM on the FP8 or int8 tensor cores themselves (``torch._scaled_mm``, ``torch._int_mm``),
+falling back to the TF32 product where their shape rules exclude an input. The ``library``
+family offers it on a GPU as a candidate of its own (``library:lowp_tensor_cores``), so the
+evaluator decides between the two.
+
 Not covered: block scales (DeepSeek's 128x128, ``repeat_interleave``d: they do not
-commute with the product), operands of more than two dims, routing to FP8 or int8 tensor
-cores (``torch._scaled_mm``, ``torch._int_mm``: faster still, but with alignment and
-scale-shape rules that need a GPU to check).
+commute with the product), operands of more than two dims.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from solforge.search.patterns.common import graph_nodes
 from solforge.search.trace import TracedReference
 
 EXACT_LOWP_MATMUL = LibraryFunction("exact_lowp_matmul", module="solforge.search.runtime")
+NATIVE_LOWP_MATMUL = LibraryFunction("native_lowp_matmul", module="solforge.search.runtime")
 LOWP = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8)
 
 
@@ -70,7 +75,10 @@ def _operand(a: Any) -> tuple[fx.Node, Any, set[fx.Node]] | None:
     return q, scale, nodes
 
 
-def find_lowp_gemm(tr: TracedReference) -> list[Match]:
+def find_lowp_gemm(tr: TracedReference, native: bool = False) -> list[Match]:
+    fn = NATIVE_LOWP_MATMUL if native else EXACT_LOWP_MATMUL
+    units, levers = (("the FP8/int8 tensor cores", ("lowp_tensor_cores",)) if native
+                     else ("TF32 tensor cores (exact products)", ("tf32",)))
     found = []
     for n in graph_nodes(tr):
         if _target(n) not in ("mm", "matmul") or len(n.args) != 2 or n.kwargs:
@@ -84,14 +92,11 @@ def find_lowp_gemm(tr: TracedReference) -> list[Match]:
         (qa, sa, na), (qb, sb, nb) = a, b
 
         def build(g, m, qa=qa, qb=qb, sa=sa, sb=sb):
-            return [call(g, EXACT_LOWP_MATMUL,
-                         (m(qa), m(qb), m(sa) if sa is not None else None,
-                          m(sb) if sb is not None else None), {},
-                         "the low-precision GEMM on TF32 tensor cores (exact products), "
-                         "scales after", "acc")]
+            return [call(g, fn, (m(qa), m(qb), m(sa) if sa is not None else None,
+                                 m(sb) if sb is not None else None), {},
+                         f"the low-precision GEMM on {units}, scales after", "acc")]
 
         found.append(Match("lowp_gemm", {n, bt} | na | nb, [n], build,
                            f"{tensor(qa).dtype} x {tensor(qb).dtype} GEMM dequantized to "
-                           "fp32 → runtime.exact_lowp_matmul (TF32, scales after)",
-                           ("tf32",), set(), (EXACT_LOWP_MATMUL,)))
+                           f"fp32 → runtime.{fn.name} ({units})", levers, set(), (fn,)))
     return found
