@@ -65,6 +65,18 @@ def progress_lines(planner: Planner, seen: dict[str, tuple[str, ...]]) -> list[s
     return lines
 
 
+def _check_reopen(reopen: list[str], resume: Path | None, names: list[str]) -> None:
+    if reopen and resume is None:
+        console.print("[red]solforge optimize: --reopen goes with --resume (a new run "
+                      "starts every problem anyway)[/red]")
+        raise typer.Exit(2)
+    unknown = [r for r in reopen if r not in names]
+    if unknown:
+        console.print(f"[red]solforge optimize: cannot reopen {', '.join(unknown)}: not a "
+                      f"problem of this run (its problems: {', '.join(names)})[/red]")
+        raise typer.Exit(2)
+
+
 def _llm_settings(agents: list[str], flags: dict) -> dict:
     if "llm" not in agents:
         return {}
@@ -93,6 +105,9 @@ def register(app: typer.Typer) -> None:
                                  "all visible, with --device cuda)"),
         run_dir: Path = typer.Option(None, help="the run directory (default: runs/<time>)"),
         resume: Path = typer.Option(None, help="continue the run in this directory"),
+        reopen: str = typer.Option("", help="with --resume: comma-separated problems that "
+                                   "get one more unit, whatever ended them (after an "
+                                   "upgrade gave the search new candidates or kernels)"),
         roles: str = typer.Option("optimizer", help="LLM roles per problem, in turn, e.g. "
                                   "diagnoser,optimizer,reviewer"),
         max_units: int = typer.Option(3, min=1, help="units per problem, at most"),
@@ -210,6 +225,7 @@ def register(app: typer.Typer) -> None:
             agents=agents, workers=workers, devices=devices,
             roles=role_list,
             converge_sol=converge_sol, patience=patience, max_units=max_units,
+            reopen=[r.strip() for r in reopen.split(",") if r.strip()],
             unit_timeout_s=unit_timeout_s,
             budgets=Budgets(wall_s=budget_wall_s, device_s=budget_device_s,
                             tokens=budget_tokens, cost_usd=budget_cost,
@@ -217,6 +233,7 @@ def register(app: typer.Typer) -> None:
         opts = EvalOptions(device=devices[0], timeout_s=timeout, policy=policy,
                            budget_ms=budget_ms, languages=list(language or []) or None,
                            baselines=[b for b in baselines.split(",") if b])
+        _check_reopen(cfg.reopen, resume, [p.name for p in problems])
         if resume is None:
             spec = RunSpec(agent=",".join(agents), targets=list(targets or ["all"]),
                            device=device, workers=workers,

@@ -53,6 +53,7 @@ from pydantic import BaseModel, Field
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.options import EvalOptions
+from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.verify import final_verification
@@ -81,6 +82,10 @@ class PlannerConfig(BaseModel):
     converge_sol: float = Field(0.95, description="a SOL score that ends a problem")
     patience: int = Field(2, ge=1, description="units without 1% gain that end a problem")
     max_units: int = Field(3, ge=1, description="units per problem, at most")
+    reopen: list[str] = Field(default_factory=list,
+                              description="problems given one more unit whatever ended "
+                                          "them (a resumed run, after solforge gained "
+                                          "candidates or kernels for them)")
     unit_timeout_s: float = Field(0.0, ge=0, description="a unit longer is stalled (0: off)")
     final_rounds: int = Field(3, ge=0, description="interleaved rounds of the final check "
                               "(0: no final verification)")
@@ -136,6 +141,7 @@ class ProblemState:
     best_sol: float | None = None
     converged: str = ""         # why, once it is
     busy: bool = False
+    open_until: int = 0         # reopened: not ended before this many units
 
 
 @dataclass
@@ -158,29 +164,6 @@ class PlannerResult:
     results: list[Any] = field(default_factory=list)  # what each unit's worker returned
     cache_hits: int = 0
     evaluations: int = 0
-
-
-# how a worker's skip reason starts when the run is stopping (``_cut_short_units`` reads
-# it in ledgers that predate ``WorkerResult.cut_short``)
-STOPPING = "the run is stopping"
-
-
-def _cut_short_units(led: Any) -> set[int]:
-    """Ids of the finished units that the run's stop cut short: marked so
-    (``cut_short``), or, in a ledger older than that mark, a unit during which its worker
-    skipped a candidate because the run was stopping (the search worker's event)."""
-    stops = [e for e in led.events("skipped")
-             if str(e["data"].get("reason", "")).startswith(STOPPING)]
-    out = set()
-    for w in led.work("done"):
-        if "cut_short" in w["data"]:
-            if w["data"]["cut_short"]:
-                out.add(w["id"])
-        elif any(e["problem"] == w["problem"] and e["worker"] == w["worker"]
-                 and (w["started"] or 0) <= e["ts"] <= (w["finished"] or float("inf"))
-                 for e in stops):
-            out.add(w["id"])
-    return out
 
 
 class Planner:
@@ -217,13 +200,21 @@ class Planner:
         for w in led.work("running"):
             led.set_work(w["id"], "failed", data={**w["data"], "error": "interrupted"})
             led.event("unit_requeued", problem=w["problem"], unit=w["id"])
-        cut = _cut_short_units(led)
+        cut = cut_short_units(led)
         for w in led.work():
             ps = self.problems.get(w["problem"])
             if ps is None or w["state"] != "done" or w["id"] in cut:
                 continue
             ps.units += 1
             ps.stale = w["data"].get("stale", ps.stale)
+        unknown = [n for n in self.config.reopen if n not in self.problems]
+        if unknown:
+            raise ValueError(f"cannot reopen {', '.join(unknown)}: not a problem of this run "
+                             f"(its problems: {', '.join(self.problems)})")
+        for name in self.config.reopen:
+            ps = self.problems[name]
+            ps.open_until = ps.units + 1
+            led.event("problem_reopened", problem=name, units=ps.units)
         for ps in self.problems.values():
             self._refresh(ps)
             if ps.units:
@@ -243,6 +234,8 @@ class Planner:
 
     def _check_converged(self, ps: ProblemState) -> None:
         cfg = self.config
+        if ps.units < ps.open_until:
+            return
         if ps.best_sol is not None and ps.best_sol >= cfg.converge_sol:
             ps.converged = f"SOL score {ps.best_sol:.2f} >= {cfg.converge_sol}"
         elif ps.stale >= cfg.patience:

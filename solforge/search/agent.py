@@ -86,7 +86,7 @@ from solforge.bench.evaluator import Evaluator
 from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.records import EvaluationRecord
 from solforge.orchestrate.ledger import speedup_vs_best
-from solforge.orchestrate.planner import STOPPING
+from solforge.orchestrate.cut_short import STOPPING
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
 from solforge.search.budget import PhaseClock, charged_seconds

@@ -117,6 +117,7 @@ _FUNCTIONS: dict[Any, str] = {
     torch.amax: "amax", torch.unsqueeze: "unsqueeze", F.linear: "linear",
     torch.reshape: "reshape", operator.getitem: "getitem", torch.reciprocal: "reciprocal",
     torch.tensor: "tensor", torch.square: "square", F.scaled_dot_product_attention: "sdpa",
+    torch.argmax: "argmax", torch.topk: "topk", torch.sum: "sum",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -125,7 +126,7 @@ _METHODS = {
     "amax": "amax", "unsqueeze": "unsqueeze", "reshape": "reshape", "view": "reshape",
     "neg": "neg", "square": "square", "reciprocal": "reciprocal", "expand": "expand",
     "to": "cast", "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
-    "type_as": "cast", "type": "cast",
+    "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax"}

@@ -104,3 +104,17 @@ def test_optimize_llm_then_runs_show_and_export(tmp_path, api):
     assert json.loads((out / "records" / "tiny_linear.json").read_text())["status"] == "PASSED"
     assert json.loads((out / "summary.json").read_text())["passed"] == 1
     assert Path(out / "problems" / "tiny_linear.py").is_file()
+
+
+def test_optimize_reopen_needs_resume_and_known_problems(tmp_path):
+    from solforge.orchestrate.run import Run, RunSpec
+
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--reopen", "kb_relu",
+           "--run-dir", str(tmp_path / "new"))
+    assert r.returncode == 2 and "--reopen goes with --resume" in r.stdout, r.stdout
+    assert not (tmp_path / "new").exists()  # nothing started
+    run = Run.create(tmp_path / "run", RunSpec(agent="search",
+                                               targets=[str(PROBLEMS / "kb_relu.py")]))
+    r = sf("optimize", "--resume", str(run.dir), "--reopen", "kb_relu,nope")
+    assert r.returncode == 2, r.stdout
+    assert "cannot reopen nope: not a problem of this run (its problems: kb_relu)" in r.stdout

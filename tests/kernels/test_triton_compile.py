@@ -23,7 +23,8 @@ def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    fn = kernel.fn  # the autotuner's kernel
+    # the autotuner's kernel, or the kernel itself when it does not autotune
+    fn = kernel if isinstance(kernel, triton.runtime.JITFunction) else kernel.fn
     sig = {name: "constexpr" if name in consts else ptrs.get(name)
            or ("fp32" if name in floats else "i32") for name in fn.arg_names}
     constexprs = {(fn.arg_names.index(k),): v for k, v in consts.items()}
@@ -43,6 +44,8 @@ def compile_all():
         layernorm,
         rmsnorm,
         rope,
+        router,
+        row_argmax,
         row_softmax,
     )
 
@@ -55,6 +58,20 @@ def compile_all():
     for one_tile in (True, False):
         _compile(row_softmax._softmax_kernel, dict(x_ptr=BF16, y_ptr=BF16),
                  dict(BLOCK_N=8192, ONE_TILE=one_tile), num_warps=8)
+    _compile(row_softmax._softmax_pieces_kernel, dict(x_ptr=FP32, m_ptr=FP32, l_ptr=FP32),
+             dict(BLOCK_N=2048), num_warps=8)
+    _compile(row_softmax._softmax_pieces_write_kernel,
+             dict(x_ptr=FP32, y_ptr=FP32, m_ptr=FP32, l_ptr=FP32),
+             dict(BLOCK_N=2048, BLOCK_S=64), num_warps=8)
+    for final in (True, False):
+        _compile(row_argmax._argmax_pieces_kernel,
+                 dict(x_ptr=FP32, val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
+                 dict(BLOCK_N=2048, FINAL=final), num_warps=8)
+    _compile(row_argmax._argmax_combine_kernel, dict(val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
+             dict(BLOCK_S=64))
+    for renorm in (True, False):
+        _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),
+                 dict(K=2, RENORM=renorm, BLOCK_R=64, BLOCK_E=8))
     for act in (1, 2, 3):
         _compile(activation._bias_act_kernel, dict(x_ptr=BF16, b_ptr=BF16, y_ptr=BF16),
                  dict(HAS_BIAS=True, ACT=act, BLOCK_N=2048))

@@ -92,6 +92,57 @@ def test_softmax(n):
     close(K.softmax(scores, out_dtype=FP32), scores.softmax(-1, dtype=FP32))
 
 
+def test_softmax_rows_split_over_programs_and_not():
+    from solforge.kernels.triton._common import row_splits
+
+    # few long rows: split (a piece of only -inf logits adds nothing); many: one program each
+    assert row_splits(2, 1031, torch.device("cpu"), 128)[0] > 1
+    assert row_splits(20, 300, torch.device("cpu"), 128)[0] == 1
+    s = 3 * torch.randn(2, 1031)
+    s[0, :600] = float("-inf")  # the first pieces of row 0 are all -inf
+    close(K.softmax(s), s.softmax(-1))
+    s = 3 * torch.randn(20, 300)
+    close(K.softmax(s), s.softmax(-1))
+    assert torch.isnan(K.softmax(torch.full((1, 1031), float("-inf")))).all()  # as PyTorch
+
+
+@pytest.mark.parametrize("shape", [(1, 1031), (5, 509), (2, 3, 300), (20, 300), (1, 1)])
+@pytest.mark.parametrize("dtype", [FP32, BF16])
+def test_argmax(shape, dtype):
+    x = (3 * torch.randn(shape)).to(dtype)
+    out = K.argmax(x)
+    assert out.dtype == torch.int64 and torch.equal(out, x.argmax(-1))
+
+
+@pytest.mark.parametrize("tokens,experts,k,renorm,out", [
+    (17, 8, 2, True, BF16), (1, 16, 4, True, BF16), (131, 8, 2, False, FP32),
+    (5, 60, 6, True, FP32), (3, 4, 4, False, BF16)])
+def test_softmax_topk(tokens, experts, k, renorm, out):
+    x = 1.5 * torch.randn(tokens, experts)
+    w, ids = K.softmax_topk(x, k, renormalize=renorm, out_dtype=out)
+    ref_w, ref_ids = torch.topk(torch.softmax(x, dim=1, dtype=FP32), k, dim=-1)
+    if renorm:
+        ref_w = ref_w / ref_w.sum(dim=-1, keepdim=True)
+    assert torch.equal(ids, ref_ids)
+    close(w, ref_w.to(out))
+    with pytest.raises(ValueError, match="needs 1 <= k <= experts"):
+        K.softmax_topk(x, experts + 1)
+
+
+def test_argmax_ties_infinities_and_nans_as_torch():
+    x = torch.zeros(5, 1031)
+    x[0, 700] = x[0, 900] = 1.0           # equal maxima in different pieces: the lower
+    x[1] = float("-inf")                   # all -inf: index 0
+    x[2, 300] = x[2, 800] = float("nan")   # the first NaN wins over everything
+    x[3, 1000] = float("nan")
+    x[3, 5] = float("inf")
+    x[4] = torch.randint(0, 3, (1031,)).float()  # many ties
+    assert torch.equal(K.argmax(x), x.argmax(-1))
+    assert K.argmax(torch.randn(2, 3, 5, 509)).shape == (2, 3, 5)
+    with pytest.raises(ValueError, match="non-empty"):
+        K.argmax(torch.empty(3, 0))
+
+
 @pytest.mark.parametrize("act,ref", [
     ("gelu", F.gelu), ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")),
     ("silu", F.silu), (None, lambda t: t)])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from solforge.agents.clients import make_client
 from solforge.orchestrate.planner import Budgets, Planner, PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
@@ -158,11 +160,11 @@ def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path, monk
     assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "stopped"}
     assert len(led.evaluations(kind="final")) == 1  # the best so far was judged
     # a ledger older than the mark: the stop's skip events during the unit tell it
-    from solforge.orchestrate.planner import _cut_short_units
+    from solforge.orchestrate.cut_short import cut_short_units
 
     older = {k: v for k, v in unit["data"].items() if k != "cut_short"}
     led.set_work(unit["id"], "done", data=older)
-    assert _cut_short_units(led) == {unit["id"]}
+    assert cut_short_units(led) == {unit["id"]}
 
     again = Planner(Run.open(run.dir), [RELU], config.model_copy(update={"budgets": Budgets()}),
                     fast_options(), settings)
@@ -173,3 +175,43 @@ def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path, monk
     # the reference was not judged again
     assert len(led.evaluations(kind="visible")) == 2
     assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "converged"}
+
+
+def test_a_reopened_problem_gets_one_more_unit_reusing_what_was_judged(tmp_path, monkeypatch):
+    """After an upgrade gives the search a new candidate for a problem that a run already
+    ended, ``reopen`` on a resumed run gives that problem one more unit (past max_units),
+    which judges only what is new; the other problems stay ended."""
+    import solforge.search.candidates as candidates_module
+    from solforge.search import Candidate, register_generator
+
+    candidates_module.generators()
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("plug", lambda ctx: [Candidate(
+        name="clamp", family="plug", levers=["fusion"], cost=1.5, source=RELU_SOLUTION,
+        reasoning="one clamp")] if ctx.problem.name == "kb_relu" else [])
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    config = PlannerConfig(agents=["search"], max_units=1)
+    before = {"search": {"families": ["reference"], "explore_max_calls": 12}}
+    Planner(run, [RELU, TINY], config, fast_options(), before).loop(poll_s=0.05)
+    led = run.ledger
+    assert len(led.work("done")) == 2
+    assert {a["path"] for a in led.attempts()} == {"candidate:reference"}
+
+    after = {"search": {"families": ["reference", "plug"], "explore_max_calls": 12}}
+    with pytest.raises(ValueError, match="cannot reopen nope"):
+        Planner(Run.open(run.dir), [RELU, TINY], config.model_copy(update={"reopen": ["nope"]}),
+                fast_options(), after)
+    again = Planner(Run.open(run.dir), [RELU, TINY],
+                    config.model_copy(update={"reopen": ["kb_relu"]}), fast_options(), after)
+    result = again.loop(poll_s=0.05)
+    assert result.reason == "every problem converged"
+    assert [w["problem"] for w in led.work("done")] == ["kb_relu", "tiny_linear", "kb_relu"]
+    relu = [a["path"] for a in led.attempts() if a["problem"] == "kb_relu"]
+    assert relu == ["candidate:reference", "candidate:clamp"]  # only the new one is added
+    # the reference was not judged again; the clamp was explored and judged
+    assert len(led.evaluations("kb_relu", kind="visible")) == 2
+    assert [e["problem"] for e in led.events("problem_reopened")] == ["kb_relu"]
+    # resumed once more without reopen: nothing left to do
+    third = Planner(Run.open(run.dir), [RELU, TINY], config, fast_options(), after)
+    assert third.loop(poll_s=0.05).reason == "every problem converged"
+    assert len(led.work("done")) == 3

@@ -212,3 +212,22 @@ def test_slow_compile_reason_reads_the_references_record():
     why = slow_compile_reason(rec(3.0, "compile:default baseline unavailable: recompiled "
                                        "past 90 s"), 45.0)
     assert "did not settle" in why and "w1" in why
+
+
+def test_files_that_import_solforge_name_the_library_they_were_built_on(tmp_path):
+    """A change to the kernels makes a library candidate a new file, so a resumed run
+    judges it anew instead of reusing the old code's verdict."""
+    from solforge.search.emit import digest_of, library_digest
+
+    cands, _ = generate_candidates(search_context(find_builtin("rmsnorm_llama3"), "cuda"))
+    by_name = {c.name: c for c in cands}
+    line = f"Built on solforge's kernels and runtime as of {library_digest()}."
+    assert line in by_name["library"].source  # imports solforge.kernels.triton
+    assert line not in by_name["compile"].source  # plain PyTorch
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "a.py").write_text("x = 1\n")
+    (tmp_path / "runtime.py").write_text("y = 1\n")
+    first = digest_of(tmp_path, ("kernels", "runtime.py"))
+    assert first == digest_of(tmp_path, ("kernels", "runtime.py"))
+    (tmp_path / "kernels" / "a.py").write_text("x = 2\n")
+    assert digest_of(tmp_path, ("kernels", "runtime.py")) != first

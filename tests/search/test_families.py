@@ -25,6 +25,9 @@ CASES = [
     ("layernorm_linear_gelu_vit", "library", "visible"),   # LayerNorm; linear bias + GELU
     ("bias_gelu_whisper", "library", "visible"),
     ("rope_llama3", "library", "visible"),             # q and k in one launch
+    ("argmax_greedy_llama3", "library", "all"),        # few long rows split over programs
+    ("moe_router_mixtral", "library", "all"),          # softmax, top-k, renormalised: one launch
+    ("softmax_logits_fp32", "library", "all"),         # the same for a long-row softmax
     ("fp8_quant_group_deepseek_v3", "library", "all"),
     ("fp8_quant_per_tensor_llama3", "library", "visible"),
     # FP8 and int8 GEMMs dequantized to fp32: TF32 products, scales after

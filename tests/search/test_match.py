@@ -23,7 +23,7 @@ EXPECTED = {
     "layernorm_linear_gelu_vit": ["layer_norm", "bias_act"],
     "softmax_attn_scores_llama3": ["softmax"],
     "softmax_logits_fp32": ["softmax"],
-    "moe_router_mixtral": ["softmax"],
+    "moe_router_mixtral": ["softmax_topk"],  # softmax, top-k, renormalised, cast
     "mla_decode_deepseek_v3": ["softmax"],  # two score terms: not plain attention
     "swiglu_mlp_llama3": ["swiglu"],
     "geglu_mlp_gemma": ["geglu"],
@@ -45,6 +45,7 @@ EXPECTED = {
     "fp8_quant_per_tensor_llama3": ["fp8_quant_per_tensor"],
     "fp8_gemm_per_tensor_llama3": ["lowp_gemm"],  # per-tensor scales on both operands
     "int8_gemm_w8a8_smoothquant": ["lowp_gemm"],  # scales applied after the mm already
+    "argmax_greedy_llama3": ["argmax"],
 }
 
 
@@ -139,6 +140,15 @@ VARIANTS = [
                  "return F.scaled_dot_product_attention(q, k, v) + k"),
      "[torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)]", "",
      "gqa"),
+    # top-k of a softmax that is used elsewhere too, or unsorted: not the router kernel
+    ("x", "p = x.softmax(-1, dtype=torch.float32); w, i = torch.topk(p, 2, dim=-1); "
+          "return w, i, p", "[torch.randn(4, 8)]", "", "softmax_topk"),
+    ("x", "p = x.softmax(-1, dtype=torch.float32); w, i = torch.topk(p, 2, sorted=False); "
+          "return w, i", "[torch.randn(4, 8)]", "", "softmax_topk"),
+    # argmax keeping its dim, over another dim, or of the flattened tensor: not the kernel's
+    ("x", "return x.argmax(-1, keepdim=True)", "[torch.randn(4, 64)]", "", "argmax"),
+    ("x", "return torch.argmax(x, dim=0)", "[torch.randn(4, 64)]", "", "argmax"),
+    ("x", "return torch.argmax(x)", "[torch.randn(4, 64)]", "", "argmax"),
     # exact-erf GELU gate: no library GeGLU (the activation alone is still a bias_act)
     ("g, u", "return F.gelu(g) * u", "[torch.randn(4, 64), torch.randn(4, 64)]", "", "geglu"),
     # rotate-half with a cos table in fp32 and q in bf16: the products round differently

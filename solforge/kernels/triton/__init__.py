@@ -21,10 +21,13 @@ from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm
 from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
+from solforge.kernels.triton.router import softmax_topk
+from solforge.kernels.triton.row_argmax import argmax
 from solforge.kernels.triton.row_softmax import softmax
 
 __all__ = [
     "add_rms_norm",
+    "argmax",
     "bias_act",
     "fp8_dequant",
     "fp8_quant_per_block",
@@ -37,5 +40,6 @@ __all__ = [
     "rope_cos_sin",
     "rotary_embedding",
     "softmax",
+    "softmax_topk",
     "swiglu",
 ]

@@ -11,6 +11,7 @@ The flag is read once, at import: set the variable before importing this package
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -42,6 +43,45 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     else a contiguous copy (the kernels address rows by one stride)."""
     rows = x.reshape(-1, x.shape[-1])
     return rows if rows.stride(-1) == 1 or rows.shape[-1] == 1 else rows.contiguous()
+
+
+# Long rows split over several programs (``row_splits``): each program's share of a row
+# is at least this long; under the interpreter a short one, so CPU runs split too.
+SPLIT_MIN = 128 if INTERPRET else 4096
+# and the programs of a launch aim at this many per SM (a fake count of 4 SMs under the
+# interpreter), so that a few long rows still spread over the whole device
+SPLIT_PER_SM = 4
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: str) -> int:
+    if INTERPRET or not device.startswith("cuda"):
+        return 4
+    return torch.cuda.get_device_properties(torch.device(device)).multi_processor_count
+
+
+def row_splits(rows: int, n: int, device: torch.device, tile: int) -> tuple[int, int]:
+    """(programs per row, elements per program) for a reduction over rows of ``n``: one
+    program per row when the rows alone fill the device ``SPLIT_PER_SM`` times over or a
+    row is short; else as many as fill it, each with a multiple of ``tile`` elements and
+    at least ``SPLIT_MIN`` of them. Batch-1 decoding over a 128k vocabulary is one row:
+    on one program it runs on one SM of 132."""
+    target = SPLIT_PER_SM * _sm_count(str(device))
+    splits = min(-(-target // max(rows, 1)), n // SPLIT_MIN)
+    if splits <= 1:
+        return 1, n
+    chunk = -(-n // splits)
+    chunk = -(-chunk // tile) * tile
+    return -(-n // chunk), chunk
+
+
+@triton.jit
+def piece_of_row(x_ptr, stride_x, CHUNK):
+    """For program (row, piece) of a split launch: (row, piece, the piece's first column,
+    the row's start in ``x``)."""
+    row = tl.program_id(0).to(tl.int64)
+    piece = tl.program_id(1)
+    return row, piece, piece.to(tl.int64) * CHUNK, x_ptr + row * stride_x
 
 
 def row_block(n: int, limit: int = 65536) -> int:

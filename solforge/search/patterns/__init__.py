@@ -30,6 +30,10 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
   in the input's dtype.
 - ``softmax``: over the last dim, with the cast after it (``softmax(s, dtype=f32).to(dt)``)
   fused.
+- ``softmax_topk``: ``topk(softmax(x, -1, dtype=float32), k)`` and the renormalisation and
+  cast of its values (Mixtral's router) → the library's softmax_topk, one launch.
+- ``argmax``: ``argmax(x, dim=-1)`` of a floating-point ``x`` → the library's argmax, which
+  splits a few long rows over many programs (``torch.argmax``'s ties and NaNs kept).
 - ``bias_act``: GELU (erf or tanh) or SiLU of ``x + bias`` (a [N] parameter), of a biased
   ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
@@ -50,6 +54,7 @@ from solforge.search.patterns.lowp_gemm import find_lowp_gemm
 from solforge.search.patterns.norms import find_layer_norm, find_rms_norm
 from solforge.search.patterns.pointwise import find_bias_act, find_glu, find_softmax
 from solforge.search.patterns.quant import find_fp8_quant
+from solforge.search.patterns.reductions import find_argmax, find_softmax_topk
 from solforge.search.patterns.rope import find_rope
 
 for _p in (
@@ -62,7 +67,9 @@ for _p in (
     Pattern("rope", find_rope, "rotate-half rotary embedding"),
     Pattern("glu", find_glu, "SwiGLU and GeGLU (tanh) gated units"),
     Pattern("layer_norm", find_layer_norm, "LayerNorm over the last dim"),
+    Pattern("softmax_topk", find_softmax_topk, "MoE routing: softmax, top-k, renormalised"),
     Pattern("softmax", find_softmax, "softmax over the last dim (and its cast)"),
+    Pattern("argmax", find_argmax, "argmax over the last dim"),
     Pattern("bias_act", find_bias_act, "bias + GELU/SiLU, or the activation alone"),
 ):
     register_pattern(_p)

@@ -1,0 +1,124 @@
+"""Reductions that pick: greedy sampling's argmax and MoE routing's softmax + top-k.
+
+``argmax``: ``logits.argmax(dim=-1)`` → the library's ``argmax``.
+
+The library kernel splits a few long rows (batch-1 to batch-64 decoding over a 128k
+vocabulary) over many programs, where a generic reduction runs each row on one SM. It
+returns what ``torch.argmax`` does, ties and NaNs included (``kernels/triton/row_argmax.py``).
+
+Matched: ``torch.argmax(x, dim)`` / ``x.argmax(dim)`` over the last dim of a floating-point
+``x`` of at least one dim, ``keepdim`` absent or False.
+
+``softmax_topk``: ``topk(softmax(x, -1, dtype=float32), k, dim=-1)`` (largest, sorted)
+with its values optionally renormalised (``w / w.sum(-1, keepdim=True)``) and cast → the
+library's ``softmax_topk``, one launch where eager PyTorch and torch.compile take three to
+five (Mixtral's router; ``kernels/triton/router.py``). The softmax must feed only the
+top-k, and the values only the renormalisation.
+
+Not covered: ``dim=None`` (the argmax of the flattened tensor), ``keepdim=True``, other
+dims, integer inputs, ``argmin``, ``max(dim)`` (values and indices); top-k over more than
+4096 experts, ``sorted=False``, sigmoid scoring and grouped routing (DeepSeek-V3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from solforge.search.match import Match, arg, call, cast_source, dtype, is_last_dim, item
+from solforge.search.match import only_user, op, tensor
+from solforge.search.patterns.common import ARGMAX, FLOATS, SOFTMAX_TOPK, graph_nodes
+from solforge.search.trace import TracedReference
+
+
+def find_argmax(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        if op(n) != "argmax" or n.op == "call_module" or len(n.args) > 3:
+            continue
+        x, dim, keepdim = arg(n, 0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim", False)
+        t = tensor(x)
+        if t is None or dtype(x) not in FLOATS or t.dim() == 0 or t.shape[-1] == 0:
+            continue
+        if dim is None or not is_last_dim(dim, t.dim()) or keepdim not in (False,):
+            continue
+
+        def build(g, m, x=x):
+            return [call(g, ARGMAX, (m(x),), {}, "argmax over the last dim, long rows split "
+                         "over programs", "ids")]
+
+        found.append(Match("argmax", {n}, [n], build,
+                           "argmax over the last dim → argmax (few long rows split over "
+                           "many programs)", ("library_kernel",), set(), (ARGMAX,)))
+    return found
+
+
+def _renormalised(vals: fx.Node) -> fx.Node | None:
+    """``vals / vals.sum(-1, keepdim=True)`` when that is all ``vals`` feeds: the division."""
+    if len(vals.users) != 2:
+        return None
+    total = next((u for u in vals.users if op(u) == "sum"), None)
+    div = next((u for u in vals.users if op(u) == "div"), None)
+    if total is None or div is None or len(total.users) != 1 or only_user(total) is not div:
+        return None
+    if arg(total, 0, "input") is not vals or len(total.args) > 1 or \
+            set(total.kwargs) - {"dim", "keepdim"} or not arg(total, 9, "keepdim", False):
+        return None
+    dim = arg(total, 9, "dim")
+    if not is_last_dim(dim, tensor(vals).dim()) or arg(div, 0) is not vals or \
+            arg(div, 1) is not total:
+        return None
+    return div
+
+
+def find_softmax_topk(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        if op(n) != "topk" or n.op == "call_module":
+            continue
+        sm = arg(n, 0, "input")
+        t = tensor(sm)
+        if op(sm) != "softmax" or sm.op == "call_module" or t is None or \
+                t.dtype != torch.float32 or len(sm.users) != 1:
+            continue
+        x = arg(sm, 0, "input")
+        sm_dim = arg(sm, 1, "dim")
+        if len(sm.args) > 2 or dtype(x) not in FLOATS or not is_last_dim(sm_dim, t.dim()):
+            continue
+        if not is_last_dim(arg(n, 2, "dim", -1), t.dim()) or \
+                arg(n, 3, "largest", True) is not True or arg(n, 4, "sorted", True) is not True:
+            continue
+        items = {arg(u, 1): u for u in n.users if op(u) == "getitem"}
+        if len(items) != len(n.users) or set(items) != {0, 1} or t.shape[-1] > 4096:
+            continue
+        vals, ids = items[0], items[1]
+        nodes = {sm, n, vals, ids}
+        weights, renorm = vals, _renormalised(vals)
+        if renorm is not None:
+            nodes |= set(vals.users)
+            weights = renorm
+        cast = only_user(weights)
+        if cast is not None and cast_source(cast) is weights and dtype(cast) in FLOATS:
+            nodes.add(cast)
+            weights = cast
+        k = arg(n, 1, "k")
+        kw: dict[str, Any] = {}
+        if renorm is not None:
+            kw["renormalize"] = True
+        if dtype(weights) != torch.float32:
+            kw["out_dtype"] = dtype(weights)
+
+        def build(g, m, x=x, k=k, kw=kw):
+            r = call(g, SOFTMAX_TOPK, (m(x), m(k) if isinstance(k, fx.Node) else k), kw,
+                     "softmax over the experts, top-k and its weights in one launch",
+                     "routed")
+            return [item(g, r, 0, "weights"), item(g, r, 1, "experts")]
+
+        found.append(Match("softmax_topk", nodes, [weights, ids], build,
+                           "softmax, top-k" + (", renormalisation" if renorm is not None
+                                               else "") + " of the expert weights → "
+                           "softmax_topk (one launch)", ("library_kernel", "fusion"), set(),
+                           (SOFTMAX_TOPK,)))
+    return found
