@@ -15,7 +15,7 @@ family             candidates                                                   
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
                    all matches together; on a GPU also each kind alone when there      has a pattern
                    are several; SDPA-only rewrites also under compile; CUDA graphs
-                   of the rewrite (GPU); FP8/int8 GEMMs also on their own tensor
+                   of the rewrite (GPU); FP8/int8/16-bit GEMMs also on their own tensor
                    cores (GPU, ``library:lowp_tensor_cores``)
 =================  ================================================================  ==========
 
@@ -305,8 +305,8 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
     why = (f"The reference's graph spells out {kinds} as several eager operations; the "
            "substitute does each in one kernel, so fewer launches and fewer bytes moved.")
     if kinds == "lowp_gemm":
-        why = ("The reference multiplies FP8/int8 operands on the fp32 units; TF32 tensor "
-               "cores compute the same products exactly, several times faster.")
+        why = ("The reference multiplies FP8/int8/16-bit operands on the fp32 units; TF32 "
+               "tensor cores compute the same products exactly, several times faster.")
     kinds_found = {m.kind for m in matches}
     summary = ("library kernels substituted into the traced graph" if triton
                else "attention routed to fused scaled_dot_product_attention"
@@ -322,7 +322,7 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
 
 
 def _native_lowp_candidate(ctx: SearchContext, base: str) -> Candidate | None:
-    """The rewrite with its FP8/int8 GEMMs on their own tensor cores instead of TF32's
+    """The rewrite with its low-precision GEMMs on their own tensor cores instead of TF32's
     (``patterns/lowp_gemm.py``): the same matches, found again with ``native=True``."""
     assert ctx.traced is not None
     native = iter(find_lowp_gemm(ctx.traced, native=True))
@@ -332,9 +332,10 @@ def _native_lowp_candidate(ctx: SearchContext, base: str) -> Candidate | None:
         return None
     return _library_candidate(
         ctx, matches, f"{base}:lowp_tensor_cores", base, extra_cost=0.1,
-        extra_why=" On the FP8/int8 tensor cores themselves (torch._scaled_mm, "
-                  "torch._int_mm), which run these GEMMs at twice TF32's rate or more; "
-                  "shapes they do not take fall back to TF32.")
+        extra_why=" On the operands' own tensor cores (torch._scaled_mm for FP8, "
+                  "torch._int_mm for int8, a 16-bit GEMM with fp32 output), which run "
+                  "these GEMMs at twice TF32's rate or more; shapes they do not take fall "
+                  "back to TF32.")
 
 
 def library_family(ctx: SearchContext):

@@ -41,10 +41,10 @@ def backend_flags(*, tf32: bool | None = None, cudnn_benchmark: bool | None = No
 
 def exact_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = None,
                       b_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """``(a.float() * a_scale) @ (b.float() * b_scale).t()`` for FP8 or int8 ``a`` [M, K]
-    and ``b`` [N, K] with fp32 scales of shape [1] or [rows, 1]: the product on TF32
-    tensor cores (exact for these operands, accumulated in fp32), the scales after it
-    (``patterns/lowp_gemm.py`` says why that is the reference's result). On a CPU the
+    """``(a.float() * a_scale) @ (b.float() * b_scale).t()`` for FP8, int8, bf16 or fp16
+    ``a`` [M, K] and ``b`` [N, K] with fp32 scales of shape [1] or [rows, 1]: the product
+    on TF32 tensor cores (exact for these operands, accumulated in fp32), the scales after
+    it (``patterns/lowp_gemm.py`` says why that is the reference's result). On a CPU the
     TF32 switch changes nothing: fp32."""
     with backend_flags(tf32=True):
         out = torch.matmul(a.to(torch.float32), b.to(torch.float32).t())
@@ -59,13 +59,15 @@ def exact_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | 
 # precision GEMM: they go straight to exact_lowp_matmul from then on
 _NATIVE_REFUSED: set[tuple[Any, ...]] = set()
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_WIDE = (torch.bfloat16, torch.float16)
 
 
 def _native_shape(a: torch.Tensor, b: torch.Tensor) -> str | None:
     """Which native GEMM takes ``a`` [M, K] @ ``b`` [N, K]^T ("fp8", "int8"), or None
     when its documented shape rules exclude it: cuBLASLt's FP8 GEMM wants K and N in
     multiples of 16 and no e5m2 x e5m2; ``torch._int_mm`` wants M above 16 and K and N in
-    multiples of 8. Both want ``a`` and ``b`` row-major (``b.t()`` is then the column-major
+    multiples of 8; bf16 and fp16 pairs go to ``torch.mm(..., out_dtype=torch.float32)``,
+    on a GPU only (the CPU build has no kernel for it). All want ``a`` and ``b`` row-major (``b.t()`` is then the column-major
     second operand they expect)."""
     if a.dim() != 2 or b.dim() != 2 or not a.is_contiguous() or not b.is_contiguous():
         return None
@@ -75,15 +77,18 @@ def _native_shape(a: torch.Tensor, b: torch.Tensor) -> str | None:
         return "fp8" if k % 16 == 0 and n % 16 == 0 and not both_e5m2 else None
     if a.dtype == b.dtype == torch.int8:
         return "int8" if m > 16 and k % 8 == 0 and n % 8 == 0 else None
+    if a.dtype == b.dtype and a.dtype in _WIDE and a.is_cuda:
+        return "16-bit"  # PyTorch's CPU build has no mm with an fp32 out_dtype
     return None
 
 
 def native_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = None,
                        b_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """The same result as :func:`exact_lowp_matmul`, on the FP8 or int8 tensor cores:
-    ``torch._scaled_mm`` (FP8, fp32 accumulation and output, no fast accumulation) or
+    """The same result as :func:`exact_lowp_matmul`, on the operands' own tensor cores:
+    ``torch._scaled_mm`` (FP8, fp32 accumulation and output, no fast accumulation),
     ``torch._int_mm`` (int8, int32 accumulation: exact, where the reference's fp32 sum
-    rounds past 2^24). Per-tensor FP8 scales go into the GEMM's epilogue; per-row scales
+    rounds past 2^24) or ``torch.mm`` with an fp32 ``out_dtype`` (bf16, fp16: no fp32 copy
+    of the operands). Per-tensor FP8 scales go into the GEMM's epilogue; per-row scales
     multiply the fp32 result after it.
 
     Where the shape rules exclude the native GEMM (:func:`_native_shape`: decode's M=1 for
@@ -96,7 +101,8 @@ def native_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor |
     if kind is not None and key not in _NATIVE_REFUSED:
         try:
             out = _native_product(kind, a, b, a_scale, b_scale)
-        except (RuntimeError, ValueError) as e:  # an argument check, before any launch
+        except (RuntimeError, ValueError, TypeError, NotImplementedError) as e:
+            # an argument check before any launch, or an op this PyTorch lacks
             _NATIVE_REFUSED.add(key)
             warnings.warn(f"native_lowp_matmul: PyTorch refused the {kind} GEMM on "
                           f"{tuple(a.shape)} x {tuple(b.shape)} ({str(e)[:200]}); "
@@ -110,6 +116,8 @@ def _native_product(kind: str, a: torch.Tensor, b: torch.Tensor, a_scale: torch.
                     b_scale: torch.Tensor | None) -> torch.Tensor:
     if kind == "int8":
         out = torch._int_mm(a, b.t()).to(torch.float32)
+    elif kind == "16-bit":  # exact products, fp32 accumulation and output
+        out = torch.mm(a, b.t(), out_dtype=torch.float32)
     else:
         fused = [s is None or s.numel() == 1 for s in (a_scale, b_scale)]
         one = torch.ones((), dtype=torch.float32, device=a.device)

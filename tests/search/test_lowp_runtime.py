@@ -54,6 +54,16 @@ def test_shape_rules_are_cudas():
     assert _native_shape(_int8(32, 60), _int8(64, 60)) is None       # K off 8
     assert _native_shape(_int8(32, 64), _fp8(64, 64)) is None        # mixed kinds
     assert _native_shape(_fp8(64, 32).t(), _fp8(16, 64)) is None     # not row-major
+    # bf16/fp16 pairs take torch.mm with an fp32 out_dtype, which only has a GPU kernel
+    bf = torch.randn(32, 64, dtype=torch.bfloat16)
+    assert _native_shape(bf, bf) is None
+
+
+def test_16_bit_operands_are_exact_on_the_tf32_path():
+    a, b = torch.randn(32, 64, dtype=torch.bfloat16), torch.randn(48, 64, dtype=torch.bfloat16)
+    _close(native_lowp_matmul(a, b), torch.nn.functional.linear(a.float(), b.float()))
+    h = torch.randn(32, 64, dtype=torch.float16)
+    _close(exact_lowp_matmul(h, h, torch.tensor([0.5])), 0.5 * (h.float() @ h.float().t()))
 
 
 def _close(out: torch.Tensor, ref: torch.Tensor) -> None:

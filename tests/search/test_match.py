@@ -46,6 +46,7 @@ EXPECTED = {
     "fp8_gemm_per_tensor_llama3": ["lowp_gemm"],  # per-tensor scales on both operands
     "int8_gemm_w8a8_smoothquant": ["lowp_gemm"],  # scales applied after the mm already
     "argmax_greedy_llama3": ["argmax"],
+    "router_logits_deepseek_v3": ["lowp_gemm"],  # linear(h.float(), W.float()), bf16 h, W
 }
 
 
@@ -130,10 +131,13 @@ VARIANTS = [
     ("a, b, s", "return torch.matmul(a.float() * s, b.float().t())",
      ("[torch.randn(4, 16).to(torch.float8_e4m3fn), torch.randn(8, 16).to(torch.float8_e4m3fn),"
       " torch.rand(4, 16)]"), "", "lowp_gemm"),
-    # bf16 operands upcast to fp32: their precision class decides TF32, not this pattern
+    # fp32 operands (not upcast from a narrower type): TF32 would round them
     ("a, b", "return torch.mm(a.float(), b.float().t())",
-     "[torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(8, 16, dtype=torch.bfloat16)]",
-     "", "lowp_gemm"),
+     "[torch.randn(4, 16), torch.randn(8, 16)]", "", "lowp_gemm"),
+    # a linear with a bias: not this pattern's (the bias is added in fp32 after)
+    ("a, b, c", "return F.linear(a.float(), b.float(), c)",
+     "[torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(8, 16, dtype=torch.bfloat16), "
+     "torch.randn(8)]", "", "lowp_gemm"),
     # the repeated keys used again after the attention: the copy is needed anyway
     ("q, k, v", ("k = k[:, :, None].expand(1, 2, 2, 8, 16).reshape(1, 4, 8, 16); "
                  "v = v[:, :, None].expand(1, 2, 2, 8, 16).reshape(1, 4, 8, 16); "

@@ -14,10 +14,12 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
 - ``fp8_quant_per_group`` / ``fp8_quant_per_tensor``: DeepSeek's ``act_quant`` and vLLM's
   dynamic per-tensor quantization to ``float8_e4m3fn`` with the clamp to +-448, → the
   library's quantizers (same divisions, same rounding).
-- ``lowp_gemm``: ``mm``/``matmul`` of two FP8 or int8 operands cast to fp32 (each
+- ``lowp_gemm``: ``mm``/``matmul``/``F.linear`` of two FP8, int8, bf16 or fp16 operands
+  cast to fp32 (each
   optionally times a [1] or [rows, 1] scale) → the product on TF32 tensor cores, exact for
   such operands, with the scales after it (``runtime.exact_lowp_matmul``); on a GPU also
-  on the FP8/int8 tensor cores (``runtime.native_lowp_matmul``), a candidate of its own.
+  on the operands' own tensor cores (``runtime.native_lowp_matmul``), a candidate of its
+  own.
 - ``add_rms_norm`` / ``rms_norm``: ``x.float()``, ``pow(2).mean(-1, keepdim)``, ``+ eps``,
   ``rsqrt``, ``*``; then either Llama's ``w * h.to(x.dtype)`` or Gemma's ``(h * (1 +
   w.float())).type_as(x)``; a residual ``a + b`` feeding it (same shape and dtype, no
@@ -61,7 +63,7 @@ for _p in (
     Pattern("sdpa", find_sdpa, "attention as matmul-softmax-matmul → fused SDPA"),
     Pattern("gqa", find_gqa, "repeat_kv feeding SDPA → SDPA with enable_gqa"),
     Pattern("fp8_quant", find_fp8_quant, "fp8 e4m3 quantization per tensor / per group"),
-    Pattern("lowp_gemm", find_lowp_gemm, "FP8/int8 GEMM dequantized to fp32 → TF32, scales "
+    Pattern("lowp_gemm", find_lowp_gemm, "FP8/int8/16-bit GEMM upcast to fp32 → TF32, scales "
             "after"),
     Pattern("rms_norm", find_rms_norm, "(residual add +) RMSNorm, Llama and Gemma forms"),
     Pattern("rope", find_rope, "rotate-half rotary embedding"),

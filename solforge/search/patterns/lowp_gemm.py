@@ -1,27 +1,30 @@
-"""``lowp_gemm``: a GEMM of FP8 or int8 operands dequantized to fp32 → the same GEMM on
-TF32 tensor cores with the scales applied after it (``runtime.exact_lowp_matmul``).
+"""``lowp_gemm``: a GEMM of FP8, int8, bf16 or fp16 operands upcast to fp32 → the same GEMM
+on TF32 tensor cores with the scales applied after it (``runtime.exact_lowp_matmul``).
 
-Quantized references (vLLM's W8A8-FP8 linear, SmoothQuant's int8 GEMM) cast both
+Quantized references (vLLM's W8A8-FP8 linear, SmoothQuant's int8 GEMM) and fp32 logits of
+16-bit activations (DeepSeek-V3's router: ``linear(h.float(), W.float())``) cast both
 operands to fp32, scale them per tensor or per row, and multiply on the fp32 units (51
-TFLOP/s on an H200, against 409 for TF32). An e4m3 value has a 4-bit significand and an
-int8 one 7 bits, both exact in TF32's 11: the products are exact and accumulate in fp32,
-as the reference's do. Per-tensor and per-row scales commute with the product, so they
-multiply the fp32 result instead of the operands. The one difference from the reference is
-the rounding of the scaled operands, which the reference rounds to fp32 before the
-product: a relative 2^-24 per term, far below the output's bf16 rounding.
+TFLOP/s on an H200, against 409 for TF32). An e4m3 value has a 4-bit significand, int8 7
+bits, bf16 8 and fp16 11, all exact in TF32's 11: the products are exact and accumulate in
+fp32, as the reference's do. Per-tensor and per-row scales commute with the product, so
+they multiply the fp32 result instead of the operands. The one difference from the
+reference is the rounding of the scaled operands, which the reference rounds to fp32
+before the product: a relative 2^-24 per term, far below the output's bf16 rounding.
 
-Matched: ``mm``/``matmul(A, B.t())`` with ``A`` [M, K] and ``B`` [N, K] each a cast to
-fp32 of a ``float8_e4m3fn``/``float8_e5m2``/``int8`` tensor, optionally times an fp32
-scale of shape [1] or [rows, 1]; every intermediate used only there.
+Matched: ``mm``/``matmul(A, B.t())`` and ``F.linear(A, B)`` without a bias, with ``A``
+[M, K] and ``B`` [N, K] each a cast to fp32 of a ``float8_e4m3fn``/``float8_e5m2``/
+``int8``/``bfloat16``/``float16`` tensor, optionally times an fp32 scale of shape [1] or
+[rows, 1]; every intermediate used only there.
 
 With ``native=True`` the same matches call ``runtime.native_lowp_matmul`` instead: the
-GEMM on the FP8 or int8 tensor cores themselves (``torch._scaled_mm``, ``torch._int_mm``),
-falling back to the TF32 product where their shape rules exclude an input. The ``library``
-family offers it on a GPU as a candidate of its own (``library:lowp_tensor_cores``), so the
-evaluator decides between the two.
+GEMM on the low-precision tensor cores themselves (``torch._scaled_mm``, ``torch._int_mm``,
+a 16-bit GEMM with fp32 output), falling back to the TF32 product where their shape rules
+exclude an input. The ``library`` family offers it on a GPU as a candidate of its own
+(``library:lowp_tensor_cores``), so the evaluator decides between the two.
 
 Not covered: block scales (DeepSeek's 128x128, ``repeat_interleave``d: they do not
-commute with the product), operands of more than two dims.
+commute with the product), operands of more than two dims, ``nn.Linear`` modules (their
+weight is a parameter, not a cast).
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from solforge.search.trace import TracedReference
 
 EXACT_LOWP_MATMUL = LibraryFunction("exact_lowp_matmul", module="solforge.search.runtime")
 NATIVE_LOWP_MATMUL = LibraryFunction("native_lowp_matmul", module="solforge.search.runtime")
-LOWP = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8)
+# operands whose every value TF32 holds exactly (significands of 4, 3, 8, 11 and 7 bits,
+# against TF32's 11): their products on TF32 tensor cores are the fp32 products
+LOWP = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8, torch.bfloat16, torch.float16)
 
 
 def _target(n: Any) -> str:
@@ -77,16 +82,21 @@ def _operand(a: Any) -> tuple[fx.Node, Any, set[fx.Node]] | None:
 
 def find_lowp_gemm(tr: TracedReference, native: bool = False) -> list[Match]:
     fn = NATIVE_LOWP_MATMUL if native else EXACT_LOWP_MATMUL
-    units, levers = (("the FP8/int8 tensor cores", ("lowp_tensor_cores",)) if native
+    units, levers = (("the FP8/int8/16-bit tensor cores", ("lowp_tensor_cores",)) if native
                      else ("TF32 tensor cores (exact products)", ("tf32",)))
     found = []
     for n in graph_nodes(tr):
-        if _target(n) not in ("mm", "matmul") or len(n.args) != 2 or n.kwargs:
+        if _target(n) in ("mm", "matmul") and len(n.args) == 2 and not n.kwargs:
+            bt = arg(n, 1)
+            if _target(bt) != "t" or not _only_here(bt):
+                continue
+            between, w = {bt}, arg(bt, 0)
+        elif _target(n) == "linear" and n.op == "call_function" and \
+                arg(n, 2, "bias") is None and len(n.args) <= 2:
+            between, w = set(), arg(n, 1, "weight")  # linear(x, w) is x @ w.t()
+        else:
             continue
-        bt = arg(n, 1)
-        if _target(bt) != "t" or not _only_here(bt):
-            continue
-        a, b = _operand(arg(n, 0)), _operand(arg(bt, 0))
+        a, b = _operand(arg(n, 0, "input")), _operand(w)
         if a is None or b is None:
             continue
         (qa, sa, na), (qb, sb, nb) = a, b
@@ -96,7 +106,7 @@ def find_lowp_gemm(tr: TracedReference, native: bool = False) -> list[Match]:
                                  m(sb) if sb is not None else None), {},
                          f"the low-precision GEMM on {units}, scales after", "acc")]
 
-        found.append(Match("lowp_gemm", {n, bt} | na | nb, [n], build,
+        found.append(Match("lowp_gemm", {n} | between | na | nb, [n], build,
                            f"{tensor(qa).dtype} x {tensor(qb).dtype} GEMM dequantized to "
                            f"fp32 → runtime.{fn.name} ({units})", levers, set(), (fn,)))
     return found
