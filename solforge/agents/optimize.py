@@ -28,7 +28,8 @@ from solforge.agents.tools import ToolConfig
 from solforge.agents.worker import WorkerResult
 from solforge.bench.options import EvalOptions
 from solforge.bench.solution import languages as known_languages
-from solforge.orchestrate.planner import Planner, PlannerConfig, Unit
+from solforge.orchestrate.planner import Planner, Unit
+from solforge.orchestrate.planner_config import PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import resolve_target
 from solforge.problems.spec import Problem

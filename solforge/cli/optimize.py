@@ -13,7 +13,8 @@ from rich.table import Table
 from solforge.bench.options import EvalOptions
 from solforge.cli.console import make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
-from solforge.orchestrate.planner import Budgets, Planner, PlannerConfig
+from solforge.orchestrate.planner import Planner
+from solforge.orchestrate.planner_config import Budgets, PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import ProblemError, resolve_target
 
