@@ -13,8 +13,8 @@ from rich.table import Table
 from solforge.bench.options import EvalOptions
 from solforge.cli.console import make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
-from solforge.orchestrate.planner import Planner
-from solforge.orchestrate.planner_config import Budgets, PlannerConfig
+from solforge.orchestrate.planner import Planner, ProblemState
+from solforge.orchestrate.planner_config import Budgets, PlannerConfig, unknown_reopened
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import ProblemError, resolve_target
 
@@ -25,13 +25,17 @@ def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}{unit}"
 
 
+def _state(ps: ProblemState) -> str:
+    return "running" if ps.busy else (f"done: {ps.converged}" if ps.converged else "queued")
+
+
 def progress_view(planner: Planner) -> Group:
     """The live table: per problem best speedup, SOL score, units; workers; usage."""
     t = Table(title=f"run {planner.run.dir}")
     for col in ("problem", "state", "units", "best vs best-baseline", "SOL score"):
         t.add_column(col, justify="left" if col in ("problem", "state") else "right")
     for name, ps in planner.problems.items():
-        state = "running" if ps.busy else (f"done: {ps.converged}" if ps.converged else "queued")
+        state = _state(ps)
         t.add_row(name, state, str(ps.units), _fmt(ps.best_speedup, "x"),
                   _fmt(ps.best_sol, digits=2))
     w = Table.grid(padding=(0, 2))
@@ -53,7 +57,7 @@ def progress_lines(planner: Planner, seen: dict[str, tuple[str, ...]]) -> list[s
     now = time.strftime("%H:%M:%S")
     lines = []
     for name, ps in planner.problems.items():
-        state = "running" if ps.busy else (f"done: {ps.converged}" if ps.converged else "queued")
+        state = _state(ps)
         row = (state, str(ps.units), _fmt(ps.best_speedup, "x"), _fmt(ps.best_sol, digits=2))
         if seen.get(name) != row:
             if name in seen or state != "queued":
@@ -71,10 +75,9 @@ def _check_reopen(reopen: list[str], resume: Path | None, names: list[str]) -> N
         console.print("[red]solforge optimize: --reopen goes with --resume (a new run "
                       "starts every problem anyway)[/red]")
         raise typer.Exit(2)
-    unknown = [r for r in reopen if r not in names]
-    if unknown:
-        console.print(f"[red]solforge optimize: cannot reopen {', '.join(unknown)}: not a "
-                      f"problem of this run (its problems: {', '.join(names)})[/red]")
+    error = unknown_reopened(reopen, names)
+    if error:
+        console.print(f"[red]solforge optimize: {error}[/red]")
         raise typer.Exit(2)
 
 

@@ -53,7 +53,11 @@ from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.options import EvalOptions
 from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
-from solforge.orchestrate.planner_config import Budgets, PlannerConfig  # noqa: F401 (re-export)
+from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-export)
+    Budgets,
+    PlannerConfig,
+    unknown_reopened,
+)
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.verify import final_verification
 from solforge.problems.spec import Problem
@@ -174,10 +178,9 @@ class Planner:
                 continue
             ps.units += 1
             ps.stale = w["data"].get("stale", ps.stale)
-        unknown = [n for n in self.config.reopen if n not in self.problems]
-        if unknown:
-            raise ValueError(f"cannot reopen {', '.join(unknown)}: not a problem of this run "
-                             f"(its problems: {', '.join(self.problems)})")
+        error = unknown_reopened(self.config.reopen, list(self.problems))
+        if error:
+            raise ValueError(error)
         for name in self.config.reopen:
             ps = self.problems[name]
             ps.open_until = ps.units + 1

@@ -41,3 +41,13 @@ class PlannerConfig(BaseModel):
     final_rounds: int = Field(3, ge=0, description="interleaved rounds of the final check "
                               "(0: no final verification)")
     budgets: Budgets = Field(default_factory=Budgets)
+
+
+def unknown_reopened(reopen: list[str], names: list[str]) -> str:
+    """What is wrong with ``PlannerConfig.reopen`` for a run of the problems ``names``, or
+    "" when every problem to reopen is one of them."""
+    unknown = [r for r in reopen if r not in names]
+    if not unknown:
+        return ""
+    return (f"cannot reopen {', '.join(unknown)}: not a problem of this run "
+            f"(its problems: {', '.join(names)})")

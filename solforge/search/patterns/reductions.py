@@ -61,14 +61,14 @@ def _renormalised(vals: fx.Node) -> fx.Node | None:
         return None
     total = next((u for u in vals.users if op(u) == "sum"), None)
     div = next((u for u in vals.users if op(u) == "div"), None)
-    if total is None or div is None or len(total.users) != 1 or only_user(total) is not div:
+    if total is None or div is None or only_user(total) is not div:
         return None
+    # dim and keepdim given by keyword only, as the routers spell them
     if arg(total, 0, "input") is not vals or len(total.args) > 1 or \
-            set(total.kwargs) - {"dim", "keepdim"} or not arg(total, 9, "keepdim", False):
+            set(total.kwargs) - {"dim", "keepdim"} or not total.kwargs.get("keepdim", False):
         return None
-    dim = arg(total, 9, "dim")
-    if not is_last_dim(dim, tensor(vals).dim()) or arg(div, 0) is not vals or \
-            arg(div, 1) is not total:
+    if not is_last_dim(total.kwargs.get("dim"), tensor(vals).dim()) or \
+            arg(div, 0) is not vals or arg(div, 1) is not total:
         return None
     return div
 
