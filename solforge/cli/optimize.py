@@ -111,7 +111,8 @@ def register(app: typer.Typer) -> None:
         resume: Path = typer.Option(None, help="continue the run in this directory"),
         reopen: str = typer.Option("", help="with --resume: comma-separated problems that "
                                    "get one more unit, whatever ended them (after an "
-                                   "upgrade gave the search new candidates or kernels)"),
+                                   "upgrade gave the search new candidates or kernels); "
+                                   "kept in the run until that unit has run"),
         roles: str = typer.Option("optimizer", help="LLM roles per problem, in turn, e.g. "
                                   "diagnoser,optimizer,reviewer"),
         max_units: int = typer.Option(3, min=1, help="units per problem, at most"),

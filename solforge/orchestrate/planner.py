@@ -181,8 +181,16 @@ class Planner:
         error = unknown_reopened(self.config.reopen, list(self.problems))
         if error:
             raise ValueError(error)
+        # a reopening is kept in the ledger: a run stopped before the reopened unit ran
+        # (or while it ran: a unit cut short does not count) owes it on every resume
+        for e in led.events("problem_reopened"):
+            ps = self.problems.get(e["problem"] or "")
+            if ps is not None:
+                ps.open_until = max(ps.open_until, int(e["data"].get("units", 0)) + 1)
         for name in self.config.reopen:
             ps = self.problems[name]
+            if ps.open_until > ps.units:  # still owed from an earlier --reopen: not twice
+                continue
             ps.open_until = ps.units + 1
             led.event("problem_reopened", problem=name, units=ps.units)
         for ps in self.problems.values():

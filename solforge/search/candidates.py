@@ -185,6 +185,11 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
       compile has to beat it from the eager side. On the H200 on
       2026-12-01, a 50 s budget ran out on the reference and a CUDA-graph candidate while
       torch.compile was 5-10x faster than eager (``rmsnorm_gemma2``, ``cross_entropy_llama3``).
+    - candidates on the operands' own low-precision tensor cores (``lowp_tensor_cores``)
+      come first, after their TF32 parent: on the H200 on 2026-12-02 the TF32 rewrite
+      gained 2.0-2.1x on ``fp8_gemm_per_tensor_llama3`` and ``int8_gemm_w8a8_smoothquant``
+      while the promoted compiled candidates took the last slots of a four-candidate
+      budget, so the FP8/int8 GEMMs never ran.
     - candidates that replay CUDA graphs go last: the ranking figure is device kernel
       time, where a graph's copies in and out count and its gain (no launch gaps) does
       not show, so X replayed as a graph ranks below X. On the H200 on 2026-12-01 they
@@ -203,6 +208,8 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     def tier(c: Candidate) -> int:
         if "cuda_graphs" in c.levers:
             return 2
+        if "lowp_tensor_cores" in c.levers:
+            return 0
         return 0 if promote and "compile" in c.levers and c.cost <= cheap else 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))

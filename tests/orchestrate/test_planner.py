@@ -215,3 +215,46 @@ def test_a_reopened_problem_gets_one_more_unit_reusing_what_was_judged(tmp_path,
     third = Planner(Run.open(run.dir), [RELU, TINY], config, fast_options(), after)
     assert third.loop(poll_s=0.05).reason == "every problem converged"
     assert len(led.work("done")) == 3
+
+
+def test_a_reopening_is_owed_until_its_unit_runs_and_is_not_doubled(tmp_path, monkeypatch):
+    """A reopening lives in the ledger, not in one call's memory. On the H200 on
+    2026-12-02 a call reopened five problems and its wall-time budget ran out before two of
+    their units started; the next resume, without ``--reopen``, found them ended and never
+    ran them. Now: a resume owes the reopened unit until it runs, and passing ``reopen``
+    again while it is owed does not add a second one."""
+    import solforge.search.candidates as candidates_module
+    from solforge.search import Candidate, register_generator
+
+    candidates_module.generators()
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("plug", lambda ctx: [Candidate(
+        name="clamp", family="plug", levers=["fusion"], cost=1.5, source=RELU_SOLUTION,
+        reasoning="one clamp")])
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    config = PlannerConfig(agents=["search"], max_units=1)
+    settings = {"search": {"families": ["reference"], "explore_max_calls": 12}}
+    Planner(run, [RELU], config, fast_options(), settings).loop(poll_s=0.05)
+    led = run.ledger
+    assert len(led.work("done")) == 1
+
+    settings = {"search": {"families": ["reference", "plug"], "explore_max_calls": 12}}
+    # reopened, but the budget is spent before any unit starts (one attempt exists)
+    stopped = Planner(Run.open(run.dir), [RELU],
+                      config.model_copy(update={"reopen": ["kb_relu"],
+                                                "budgets": Budgets(attempts=1)}),
+                      fast_options(), settings)
+    assert stopped.loop(poll_s=0.05).reason == "attempt budget (1) spent"
+    # the same reopen again while it is owed (stopped again): still one reopening
+    Planner(Run.open(run.dir), [RELU], stopped.config, fast_options(), settings).loop(poll_s=0.05)
+    assert len(led.work("done")) == 1
+    assert [e["data"]["units"] for e in led.events("problem_reopened")] == [1]
+    # a plain resume, no reopen: the owed unit runs
+    again = Planner(Run.open(run.dir), [RELU], config, fast_options(), settings)
+    assert again.loop(poll_s=0.05).reason == "every problem converged"
+    assert len(led.work("done")) == 2
+    assert [a["path"] for a in led.attempts()] == ["candidate:reference", "candidate:clamp"]
+    # served: a plain resume has nothing left to do
+    third = Planner(Run.open(run.dir), [RELU], config, fast_options(), settings)
+    assert third.loop(poll_s=0.05).reason == "every problem converged"
+    assert len(led.work("done")) == 2

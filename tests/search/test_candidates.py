@@ -196,6 +196,20 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
     assert sorted(slow) == sorted(c.name for c in rest)
 
 
+def test_after_the_reference_the_native_lowp_gemm_comes_before_compiled_candidates():
+    # on the H200 on 2026-12-02 the promoted compiled candidates took a four-candidate
+    # budget's last slots and the FP8 GEMM on its own tensor cores never ran
+    from solforge.bench.records import EvaluationRecord, Status
+    from solforge.search.candidates import reorder_after_reference
+
+    cands, _ = generate_candidates(search_context(find_builtin("fp8_gemm_per_tensor_llama3"),
+                                                  "cuda"))
+    ref = EvaluationRecord(problem="p", solution="s", status=Status.PASSED,
+                           speedup_vs_eager=1.0, speedup_vs_compile=0.69)
+    order = [c.name for c in reorder_after_reference(cands[1:], ref)]
+    assert order[:4] == ["library", "library:lowp_tensor_cores", "compile", "library+compile"], order
+
+
 def test_slow_compile_reason_reads_the_references_record():
     from solforge.bench.records import EvaluationRecord, WorkloadResult
     from solforge.search.candidates import slow_compile_reason
