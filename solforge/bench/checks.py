@@ -259,7 +259,7 @@ def _timed_outputs(ref: Any, pool: list[list[Any]], seeds: list[int], reply: dic
     for i in picks:
         xi = fresh_inputs(pool[i % len(pool)], seeds[i])
         want = I.run_forward(ref, xi, seed)
-        cmp = compare(owned(kept[i]), want, problem.precision)
+        cmp = compare(owned(kept[i]), want, problem.precision, problem.ignore_where_zero)
         if not cmp.ok:
             return hacked(res, "timed_output_mismatch",
                          f"timed call {i} returned a wrong result ({cmp.message}) although the "
@@ -291,7 +291,8 @@ def _host_batch(ref: Any, pool: list[list[Any]], runner: RunnerHandle, opts: Eva
         return runner_failed(res, e)
     res.host_ms = max(wall - min(floor), 0.0) * 1e3 / m
     last = fresh_inputs(pool[(m - 1) % len(pool)], seeds[-1])
-    cmp = compare(owned(reply["outputs"]), I.run_forward(ref, last, seed), problem.precision)
+    cmp = compare(owned(reply["outputs"]), I.run_forward(ref, last, seed), problem.precision,
+                  problem.ignore_where_zero)
     if not cmp.ok:
         return hacked(res, "batch_output_mismatch",
                      f"the last call of a back-to-back batch returned a wrong result "

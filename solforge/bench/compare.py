@@ -8,8 +8,12 @@ precision class's allowance, and no element is worse than ``worst_error_factor``
 its tolerance.
 
 Integer and boolean outputs (indices, masks, counts) must match exactly, except int8/uint8
-outputs of an int8-class problem (quantized codes, one step off at ties); fp8-typed
-outputs get one fp8 rounding step (``precision.output_tolerance``).
+outputs of an int8-class problem (quantized codes, one step off at ties), and elements a
+problem frees (``ignore_where_zero``: an output's elements where another output of the same
+shape is exactly zero in both the reference's and the candidate's results, as an expert id
+whose routing weight is zero: it contributes nothing, and ``torch.topk`` orders equal
+values as its sort happens to); fp8-typed outputs get one fp8 rounding step
+(``precision.output_tolerance``).
 
 Reported statistics: max absolute error; max relative error, defined per element as
 ``|out - ref| / max(|ref|, atol)`` so that elements near zero do not dominate; the
@@ -94,8 +98,25 @@ def _close(a: torch.Tensor, b: torch.Tensor, pc: PrecisionClass) -> tuple[int, i
     return n, mism, max_abs, max_rel, worst, problem
 
 
-def compare(out: Any, ref: Any, pc: PrecisionClass) -> Comparison:
-    """Judge ``out`` against ``ref`` under precision class ``pc``."""
+def _freed(i: int, outs: list[Any], refs: list[Any], ignore_where_zero: dict[int, int]
+           ) -> torch.Tensor | str | None:
+    """Where output ``i`` is not compared (a bool mask), None when nowhere, or what is
+    wrong with the problem's ``ignore_where_zero`` for these outputs."""
+    j = ignore_where_zero.get(i)
+    if j is None:
+        return None
+    o, r = (outs[j], refs[j]) if j < len(refs) else (None, None)
+    if not (isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)
+            and o.shape == r.shape == refs[i].shape):
+        return (f"the problem's ignore_where_zero pairs output {i} with output {j}, which is "
+                f"not a tensor of the same shape in both results")
+    return (r == 0) & (o.to(r.device) == 0)
+
+
+def compare(out: Any, ref: Any, pc: PrecisionClass,
+            ignore_where_zero: dict[int, int] | None = None) -> Comparison:
+    """Judge ``out`` against ``ref`` under precision class ``pc``; integer outputs named by
+    ``ignore_where_zero`` (output -> output) are not compared where the other is zero."""
     outs, refs = as_list(out), as_list(ref)
     if len(outs) != len(refs):
         return Comparison(Status.INCORRECT_SHAPE,
@@ -139,7 +160,11 @@ def compare(out: Any, ref: Any, pc: PrecisionClass) -> Comparison:
                 max_abs = max(max_abs, m)
                 worst = max(worst, m / INT_CODE_STEPS)
             else:
-                bad = int((o != r).sum())
+                freed = _freed(i, outs, refs, ignore_where_zero or {})
+                if isinstance(freed, str):
+                    return Comparison(Status.INCORRECT_SHAPE, f"{where}: {freed}")
+                wrong = o != r
+                bad = int((wrong if freed is None else wrong & ~freed).sum())
                 if bad:
                     return Comparison(
                         Status.INCORRECT_NUMERICAL,

@@ -75,7 +75,7 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
                     # GPU kernels with atomics or split reductions (attention with split-KV,
                     # index_add, scatter) differ in the last bits from run to run; only a
                     # difference beyond the tolerance makes the reference unusable
-                    drift = compare(again, ref_out, pc)
+                    drift = compare(again, ref_out, pc, problem.ignore_where_zero)
                     if not drift.ok:
                         return fail(res, Status.INVALID_REFERENCE,
                                     "the reference gives two different answers to the same "
@@ -99,9 +99,9 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
         after = sent if device.type == "cuda" else reply.get("inputs_after") or sent
         if not unchanged(x, after):
             return hacked(res, "input_mutation", "the solution modified its inputs in place")
-        cmp = compare(out, ref_out, pc)
+        cmp = compare(out, ref_out, pc, problem.ignore_where_zero)
         if t == 0 and cmp.ok:
-            status = _second_run(runner, x, s, out, pc, deadline, res)
+            status = _second_run(runner, x, s, out, problem, deadline, res)
             if status is not None:
                 return status
         res.trials = t + 1
@@ -118,15 +118,15 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
     return None
 
 
-def _second_run(runner: RunnerHandle, x: list[Any], seed: int, first: list[Any], pc: Any,
-                deadline: float, res: WorkloadResult) -> Status | None:
+def _second_run(runner: RunnerHandle, x: list[Any], seed: int, first: list[Any],
+                problem: Problem, deadline: float, res: WorkloadResult) -> Status | None:
     """The same input again: the two answers must agree within the tolerance."""
     try:
         again = owned(runner.ask({"op": "run", "inputs": I.clone_all(x), "seed": seed},
                                   deadline)["outputs"])
     except RunnerFailure as e:
         return runner_failed(res, e)
-    cmp = compare(again, first, pc)
+    cmp = compare(again, first, problem.precision, problem.ignore_where_zero)
     if cmp.ok:
         return None
     return probes.flag(res, "nondeterministic",

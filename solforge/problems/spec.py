@@ -21,6 +21,8 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         "train_mode": False,                 # optional; models are put in eval mode
         "sol_unit": "bf16",                  # optional: the fastest unit a correct kernel
                                              # can use, when not the precision class's own
+        "ignore_where_zero": {1: 0},         # optional: integer output 1 is not compared
+                                             # where output 0 is zero in both results
     }
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
@@ -84,6 +86,9 @@ class Problem(BaseModel):
         False, description="a plain KernelBench file (no SOLFORGE dict): its conventions apply")
     sol_unit: str | None = Field(
         None, description="hardware unit for the SOL bound when it differs from the class's")
+    ignore_where_zero: dict[int, int] = Field(
+        default_factory=dict, description="integer output -> output: not compared where "
+        "that output is zero in both the reference's and the candidate's results")
     flops_fn: Callable[[dict[str, Any]], float] | None = None
     bytes_fn: Callable[[dict[str, Any]], float] | None = None
     content_hash: str = ""
@@ -201,12 +206,18 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
     for label, fn in (("flops", flops_fn), ("bytes", bytes_fn)):
         if fn is not None and not callable(fn):
             raise ProblemError(f"{path}: SOLFORGE[{label!r}] must be a function of the params")
+    ignore = meta.get("ignore_where_zero") or {}
+    if not (isinstance(ignore, dict) and all(
+            isinstance(k, int) and isinstance(v, int) and k != v and k >= 0 and v >= 0
+            for k, v in ignore.items())):
+        raise ProblemError(f"{path}: SOLFORGE['ignore_where_zero'] must map an output's "
+                           f"index to another output's index, e.g. {{1: 0}}; got {ignore!r}")
     return Problem(
         name=name, path=path, category=category, source=source,
         models=list(meta.get("models") or []), precision=precision,
         description=str(meta.get("description") or (module.__doc__ or "").strip()),
         workloads=workloads, distributions=dists, train_mode=bool(meta.get("train_mode")),
         kernelbench_plain=plain, flops_fn=flops_fn, bytes_fn=bytes_fn,
-        sol_unit=meta.get("sol_unit"),
+        sol_unit=meta.get("sol_unit"), ignore_where_zero=dict(ignore),
         content_hash=file_hash(path),
     )

@@ -43,6 +43,7 @@ def compile_all():
         int8,
         layernorm,
         rmsnorm,
+        reduce_dim,
         rope,
         router,
         row_argmax,
@@ -69,6 +70,9 @@ def compile_all():
                  dict(BLOCK_N=2048, FINAL=final), num_warps=8)
     _compile(row_argmax._argmax_combine_kernel, dict(val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
              dict(BLOCK_S=64))
+    for mean in (True, False):
+        _compile(reduce_dim._sum_dim_kernel.fn, dict(x_ptr=BF16, y_ptr=BF16),
+                 dict(MEAN=mean, BLOCK_B=1024), floats=("inv_k",))
     for renorm in (True, False):
         _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),
                  dict(K=2, RENORM=renorm, BLOCK_R=64, BLOCK_E=8))

@@ -15,7 +15,10 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton")  # an optional dependency: solforge[triton]
 
-import solforge.kernels.triton as K
+import solforge.kernels.triton as K  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from solforge.kernels.triton.router import _as_fp32  # noqa: E402
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 FP8 = torch.float8_e4m3fn
@@ -114,6 +117,27 @@ def test_argmax(shape, dtype):
     assert out.dtype == torch.int64 and torch.equal(out, x.argmax(-1))
 
 
+@pytest.mark.parametrize("shape,dim,mean,dtype", [
+    ((4, 8, 300), 1, False, BF16), ((3, 2, 5, 70), 1, False, FP32),
+    ((3, 2, 5, 70), -3, True, FP16), ((5, 3, 7), 0, False, FP32), ((6, 1, 9), 1, True, BF16)])
+def test_sum_dim(shape, dim, mean, dtype):
+    x = torch.randn(shape).to(dtype)
+    out = K.sum_dim(x, dim, mean=mean)
+    close(out, x.mean(dim) if mean else x.sum(dim))
+
+
+def test_sum_dim_reads_strided_views_and_empty_dims_as_torch():
+    x = torch.randn(2, 9, 130)[:, 1:]  # a ViT's tokens after the class token: no copy
+    close(K.sum_dim(x, 1, mean=True), x.mean(1))
+    xt = torch.randn(4, 6, 10).transpose(0, 1)  # strides that do not collapse: copied
+    close(K.sum_dim(xt, 1), xt.sum(1))
+    empty = torch.randn(3, 0, 5)
+    assert torch.equal(K.sum_dim(empty, 1), empty.sum(1))
+    assert K.sum_dim(empty, 1, mean=True).isnan().all() and empty.mean(1).isnan().all()
+    with pytest.raises(ValueError, match="a dim other than the last"):
+        K.sum_dim(x, -1)
+
+
 @pytest.mark.parametrize("tokens,experts,k,renorm,out", [
     (17, 8, 2, True, BF16), (1, 16, 4, True, BF16), (131, 8, 2, False, FP32),
     (5, 60, 6, True, FP32), (3, 4, 4, False, BF16)])
@@ -127,6 +151,39 @@ def test_softmax_topk(tokens, experts, k, renorm, out):
     close(w, ref_w.to(out))
     with pytest.raises(ValueError, match="needs 1 <= k <= experts"):
         K.softmax_topk(x, experts + 1)
+
+
+def test_softmax_topk_keeps_subnormal_probabilities():
+    # one logit 88-100 above the rest leaves them subnormal probabilities, distinct in
+    # PyTorch; flushed to zero they would tie and the ids would come out in index order
+    x = 1.5 * torch.randn(64, 16)
+    x[:, 5] = torch.linspace(92.0, 100.0, 64)
+    w, ids = K.softmax_topk(x, 4, out_dtype=FP32)
+    ref_w, ref_ids = torch.topk(torch.softmax(x, dim=1, dtype=FP32), 4, dim=-1)
+    assert (ref_w[:, 1:] > 0).all() and (ref_w[:, -1] < torch.finfo(FP32).tiny).all()
+    assert torch.equal(ids, ref_ids)
+    assert torch.equal(w[:, 0], ref_w[:, 0]) and (w[:, 1:] > 0).all()
+
+
+@triton.jit
+def _round_to_fp32(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, _as_fp32(tl.load(x_ptr + i, mask=i < n)), mask=i < n)
+
+
+def test_the_routers_fp32_rounding_in_fp64_keeps_subnormals():
+    # the interpreter's fp32 exp keeps subnormals, a GPU's flushes them: the kernel rounds
+    # in fp64 itself, checked here against PyTorch's own fp64 -> fp32 cast
+    tiny = torch.finfo(FP32).tiny
+    v = torch.cat([torch.rand(200, dtype=torch.float64) * tiny * 2 ** -s for s in range(0, 26, 5)]
+                  + [torch.tensor([0.0, 2.0 ** -149, 2.5 * 2.0 ** -149, 3.5 * 2.0 ** -149,
+                                   tiny, 0.75, 1.0], dtype=torch.float64)])
+    y = torch.empty_like(v)
+    _round_to_fp32[(1,)](v, y, v.numel(), BLOCK=triton.next_power_of_2(v.numel()))
+    assert torch.equal(y, v.float().double())
+    # ties to even: 2.5 and 3.5 units of 2^-149 round to 2 and 4 units
+    assert (y[:-7] > 0).sum() > 600 and y[-6:-3].tolist() == [2.0 ** -149, 2.0 ** -148,
+                                                              2.0 ** -147]
 
 
 def test_argmax_ties_infinities_and_nans_as_torch():

@@ -26,6 +26,8 @@ CASES = [
     ("bias_gelu_whisper", "library", "visible"),
     ("rope_llama3", "library", "visible"),             # q and k in one launch
     ("argmax_greedy_llama3", "library", "all"),        # few long rows split over programs
+    ("moe_sum_deepseek_v3", "library", "visible"),     # sum over the top-k experts
+    ("mean_pool_vit", "library", "visible"),           # mean of a sliced view, no copy
     ("moe_router_mixtral", "library", "visible"),          # softmax, top-k, renormalised: one launch
     ("softmax_logits_fp32", "library", "visible"),         # the same for a long-row softmax
     ("fp8_quant_group_deepseek_v3", "library", "all"),

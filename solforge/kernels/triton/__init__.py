@@ -19,6 +19,7 @@ from solforge.kernels.triton.fp8 import (
 from solforge.kernels.triton.glu import geglu, swiglu
 from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm
+from solforge.kernels.triton.reduce_dim import sum_dim
 from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
 from solforge.kernels.triton.router import softmax_topk
@@ -41,5 +42,6 @@ __all__ = [
     "rotary_embedding",
     "softmax",
     "softmax_topk",
+    "sum_dim",
     "swiglu",
 ]

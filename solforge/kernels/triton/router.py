@@ -11,6 +11,11 @@ Not covered: more than 4096 experts (a row is held in registers); ``sorted=False
 ``largest=False``; grouped routing (DeepSeek-V3's group-limited top-k with a score
 correction bias) and sigmoid scoring; probabilities that tie exactly, where ``torch.topk``'s
 order between equal values is not specified (this kernel takes the lower index first).
+The probabilities are PyTorch's fp32 values with subnormals kept (a logit 87 or more below
+its row's largest: on the H200 on 2026-12-02, 12 of 65,536 expert ids of DBRX's 16k-token
+workload with outlier inputs differed while the GPU's fp32 exp flushed them to zero),
+computed in fp64 and rounded once each; PyTorch's own ``expf`` may differ by an ulp, so
+two probabilities within an ulp of each other may still come out in the other order.
 """
 
 from __future__ import annotations
@@ -25,6 +30,15 @@ _MAX_EXPERTS = 4096
 
 
 @triton.jit
+def _as_fp32(v):
+    """Non-negative fp64 ``v`` rounded (to nearest even) to the fp32 value it would have,
+    subnormals included, still in fp64: below fp32's smallest normal, to a multiple of
+    2^-149 (adding and taking away 2^52 rounds an fp64 to an integer)."""
+    sub = ((v * 2.0 ** 149 + 2.0 ** 52) - 2.0 ** 52) * 2.0 ** -149
+    return tl.where(v < 2.0 ** -126, sub, v.to(tl.float32).to(tl.float64))
+
+
+@triton.jit
 def _softmax_topk_kernel(x_ptr, w_ptr, id_ptr, R, E, stride_x, K: tl.constexpr,
                          RENORM: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_E: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -33,11 +47,13 @@ def _softmax_topk_kernel(x_ptr, w_ptr, id_ptr, R, E, stride_x, K: tl.constexpr,
     ok = row_ok[:, None] & (cols[None, :] < E)
     x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=ok,
                 other=float("-inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    # fp32 values as PyTorch's softmax rounds them, subnormals kept, carried in fp64: a
+    # GPU's fp32 exp flushes them to zero, and zeros tie where PyTorch's values do not
+    e = _as_fp32(tl.exp((x - tl.max(x, axis=1)[:, None]).to(tl.float64)))
     e = tl.where(ok, e, 0.0)
-    p = e / tl.sum(e, axis=1)[:, None]
+    p = _as_fp32(e / _as_fp32(tl.sum(e, axis=1))[:, None])
     p = tl.where(ok, p, -1.0)  # padding never selected (probabilities are >= 0)
-    total = tl.zeros((BLOCK_R,), tl.float32)
+    total = tl.zeros((BLOCK_R,), tl.float64)
     if RENORM:
         q = p
         for j in tl.static_range(K):
@@ -49,7 +65,7 @@ def _softmax_topk_kernel(x_ptr, w_ptr, id_ptr, R, E, stride_x, K: tl.constexpr,
     for j in tl.static_range(K):
         top = tl.max(p, axis=1)
         at = tl.min(tl.where(p == top[:, None], cols[None, :], BLOCK_E), axis=1)
-        w = top / total if RENORM else top
+        w = (top / total if RENORM else top).to(tl.float32)
         tl.store(w_ptr + out + j, cast_rne(w, w_ptr.dtype.element_ty), mask=row_ok)
         tl.store(id_ptr + out + j, at.to(tl.int64), mask=row_ok)
         p = tl.where(cols[None, :] == at[:, None], -1.0, p)

@@ -36,6 +36,8 @@ In the order :func:`~solforge.search.match.find_matches` tries them:
   cast of its values (Mixtral's router) → the library's softmax_topk, one launch.
 - ``argmax``: ``argmax(x, dim=-1)`` of a floating-point ``x`` → the library's argmax, which
   splits a few long rows over many programs (``torch.argmax``'s ties and NaNs kept).
+- ``sum_dim``: ``x.sum(dim)`` / ``x.mean(dim)`` over one dim other than the last (an MoE
+  combine over its top-k, a token pooling) → the library's sum_dim.
 - ``bias_act``: GELU (erf or tanh) or SiLU of ``x + bias`` (a [N] parameter), of a biased
   ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
@@ -56,7 +58,7 @@ from solforge.search.patterns.lowp_gemm import find_lowp_gemm
 from solforge.search.patterns.norms import find_layer_norm, find_rms_norm
 from solforge.search.patterns.pointwise import find_bias_act, find_glu, find_softmax
 from solforge.search.patterns.quant import find_fp8_quant
-from solforge.search.patterns.reductions import find_argmax, find_softmax_topk
+from solforge.search.patterns.reductions import find_argmax, find_softmax_topk, find_sum_dim
 from solforge.search.patterns.rope import find_rope
 
 for _p in (
@@ -72,6 +74,7 @@ for _p in (
     Pattern("softmax_topk", find_softmax_topk, "MoE routing: softmax, top-k, renormalised"),
     Pattern("softmax", find_softmax, "softmax over the last dim (and its cast)"),
     Pattern("argmax", find_argmax, "argmax over the last dim"),
+    Pattern("sum_dim", find_sum_dim, "sum or mean over a dim other than the last"),
     Pattern("bias_act", find_bias_act, "bias + GELU/SiLU, or the activation alone"),
 ):
     register_pattern(_p)

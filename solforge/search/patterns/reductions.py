@@ -15,9 +15,16 @@ library's ``softmax_topk``, one launch where eager PyTorch and torch.compile tak
 five (Mixtral's router; ``kernels/triton/router.py``). The softmax must feed only the
 top-k, and the values only the renormalisation.
 
+``sum_dim``: ``x.sum(dim)`` / ``x.mean(dim)`` over one dim other than the last, of a
+floating-point ``x`` → the library's ``sum_dim`` (``kernels/triton/reduce_dim.py``), which
+reads contiguous tiles along the kept last dims: an MoE layer's combine of its top-k
+expert outputs, a vision encoder's token pooling.
+
 Not covered: ``dim=None`` (the argmax of the flattened tensor), ``keepdim=True``, other
 dims, integer inputs, ``argmin``, ``max(dim)`` (values and indices); top-k over more than
-4096 experts, ``sorted=False``, sigmoid scoring and grouped routing (DeepSeek-V3).
+4096 experts, ``sorted=False``, sigmoid scoring and grouped routing (DeepSeek-V3); sums over
+several dims, with ``keepdim`` or a ``dtype``, and over the last dim (the norm and softmax
+patterns take those inside their own forms).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import torch.fx as fx
 
 from solforge.search.match import Match, arg, call, cast_source, dtype, is_last_dim, item
 from solforge.search.match import only_user, op, tensor
-from solforge.search.patterns.common import ARGMAX, FLOATS, SOFTMAX_TOPK, graph_nodes
+from solforge.search.patterns.common import ARGMAX, FLOATS, SOFTMAX_TOPK, SUM_DIM, graph_nodes
 from solforge.search.trace import TracedReference
 
 
@@ -121,4 +128,34 @@ def find_softmax_topk(tr: TracedReference) -> list[Match]:
                                                else "") + " of the expert weights → "
                            "softmax_topk (one launch)", ("library_kernel", "fusion"), set(),
                            (SOFTMAX_TOPK,)))
+    return found
+
+
+def find_sum_dim(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        kind = op(n)
+        if kind not in ("sum", "mean") or n.op == "call_module" or len(n.args) > 3:
+            continue
+        if set(n.kwargs) - {"input", "dim", "keepdim"}:
+            continue  # a dtype or an out: not the kernel's
+        x, dim, keepdim = arg(n, 0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim", False)
+        t, out = tensor(x), tensor(n)
+        if isinstance(dim, (list, tuple)):
+            dim = dim[0] if len(dim) == 1 else None
+        if t is None or out is None or dtype(x) not in FLOATS or out.dtype != t.dtype:
+            continue
+        if not isinstance(dim, int) or keepdim is not False or t.dim() < 2 or \
+                is_last_dim(dim, t.dim()) or not -t.dim() <= dim < t.dim():
+            continue
+        mean = kind == "mean"
+
+        def build(g, m, x=x, dim=dim, mean=mean):
+            return [call(g, SUM_DIM, (m(x), dim), {"mean": True} if mean else {},
+                         ("mean" if mean else "sum") + " over a middle dim, contiguous "
+                         "tiles of the last dims", "pooled" if mean else "summed")]
+
+        found.append(Match("sum_dim", {n}, [n], build,
+                           f"{kind} over dim {dim} (not the last) → sum_dim (tiles along the "
+                           "kept dims)", ("library_kernel",), set(), (SUM_DIM,)))
     return found

@@ -2,7 +2,11 @@
 top-k, renormalize the k weights, cast them to the activation dtype.
 
 The router logits are given in fp32 (the gate GEMM's accumulator, as vLLM and Megatron keep
-them): bf16 logits tie often and a tie makes the selected expert ids ill-defined.
+them): bf16 logits tie often and a tie makes the selected expert ids ill-defined. Ties
+still happen where probabilities underflow to zero (a logit 104 or more below its row's
+largest, as outlier inputs give): ``torch.topk`` orders equal values as its sort happens to,
+and an expert of weight zero contributes nothing, so an id whose weight is zero in both the
+reference's and the candidate's result is not compared (``ignore_where_zero``).
 """
 
 import torch
@@ -34,6 +38,7 @@ SOLFORGE = {
     "flops": lambda p: 5 * p["tokens"] * p["experts"] + 3 * p["tokens"] * p["top_k"],
     # fp32 logits in; bf16 weights and int64 ids out
     "bytes": lambda p: 4 * p["tokens"] * p["experts"] + 10 * p["tokens"] * p["top_k"],
+    "ignore_where_zero": {1: 0},
 }
 
 

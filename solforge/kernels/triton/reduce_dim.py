@@ -1,0 +1,88 @@
+"""Sum (or mean) over one dim that is not the last: ``x.sum(dim)`` of an ``[A, K, B]`` view,
+as MoE layers combine their top-k expert outputs (``[tokens, top_k, hidden].sum(1)``, vLLM's
+``moe_sum``) and vision encoders pool their tokens (``[batch, tokens, hidden].mean(1)``).
+
+Each program takes one ``a`` and a tile of ``B`` columns and walks the ``K`` rows, adding
+in fp32, so every read is a contiguous tile. A generic reduction kernel picks one layout for
+every shape: on the H200 on 2026-12-02, eager PyTorch took 3x the bytes' time for
+``[8192, 2, 4096]`` bf16 and torch.compile 4.5x for ``[4096, 8, 7168]``.
+
+Not covered: splitting ``K`` over programs, so few ``a`` x column tiles run on few SMs,
+each walking all of ``K`` (on the H200 on 2026-12-02 ViT-L's batch-1 token mean took
+0.025 ms, torch.compile's split reduction 0.003 ms; at batch 256 0.059 against 0.054); the
+last dim (the row kernels do that), several dims at once, ``keepdim``,
+a ``dtype`` argument, integer inputs; sums in fp32 in order over ``K``, where PyTorch's
+order differs: the results may differ in the last bits of fp32 (and round the same way to
+fp16/bf16 but for rare ties).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from solforge.kernels.triton._common import autotune_configs, cast_rne
+
+
+@triton.autotune(
+    configs=autotune_configs(
+        [triton.Config({"BLOCK_B": 256}, num_warps=2),
+         triton.Config({"BLOCK_B": 512}, num_warps=4),
+         triton.Config({"BLOCK_B": 1024}, num_warps=4),
+         triton.Config({"BLOCK_B": 2048}, num_warps=8)],
+        triton.Config({"BLOCK_B": 64}, num_warps=4)),
+    key=["K", "B"])
+@triton.jit
+def _sum_dim_kernel(x_ptr, y_ptr, K, B, stride_a, stride_k, inv_k, MEAN: tl.constexpr,
+                    BLOCK_B: tl.constexpr):
+    a = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
+    ok = cols < B
+    ptrs = x_ptr + a * stride_a + cols
+    acc = tl.zeros((BLOCK_B,), tl.float32)
+    for _ in range(0, K):
+        acc += tl.load(ptrs, mask=ok, other=0.0).to(tl.float32)
+        ptrs += stride_k  # 64-bit pointer arithmetic: no index overflow
+    if MEAN:
+        acc = acc * inv_k
+    tl.store(y_ptr + a * B + cols, cast_rne(acc, y_ptr.dtype.element_ty), mask=ok)
+
+
+def sum_dim(x: torch.Tensor, dim: int, mean: bool = False) -> torch.Tensor:
+    """``x.sum(dim)`` (``x.mean(dim)`` with ``mean``) for a floating-point ``x`` and a
+    ``dim`` other than the last, accumulated in fp32: ``x``'s dtype, ``dim`` removed."""
+    if not x.is_floating_point():
+        raise ValueError(f"sum_dim: floating-point input only, got {x.dtype}")
+    d = dim % x.dim() if x.dim() else 0
+    if x.dim() < 2 or d == x.dim() - 1:
+        raise ValueError(f"sum_dim reduces a dim other than the last; got dim={dim} of shape "
+                         f"{tuple(x.shape)}")
+    a, k, b = math.prod(x.shape[:d]), x.shape[d], math.prod(x.shape[d + 1:])
+    shape = (*x.shape[:d], *x.shape[d + 1:])
+    y = torch.empty(shape, dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y
+    if k == 0:  # PyTorch: a sum over nothing is 0, a mean NaN
+        return y.fill_(float("nan") if mean else 0.0)
+    if not _collapses(x, d):
+        x = x.contiguous()
+    stride_a = x.stride(d - 1) if d else 0
+    grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]))  # noqa: E731
+    _sum_dim_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / k, MEAN=mean)
+    return y
+
+
+def _collapses(x: torch.Tensor, d: int) -> bool:
+    """Whether ``x`` reads as ``[A, K, B]`` by strides: the dims after ``d`` one contiguous
+    block, those before it one stride (a slice such as ``x[:, 1:]`` needs no copy)."""
+    shape, stride = x.shape, x.stride()
+    inner = 1
+    for i in range(x.dim() - 1, d, -1):
+        if shape[i] != 1 and stride[i] != inner:
+            return False
+        inner *= shape[i]
+    return all(shape[i] == 1 or stride[i] == stride[i + 1] * shape[i + 1]
+               for i in range(d - 1))
