@@ -50,7 +50,8 @@ def test_shape_rules_are_cudas():
     assert _native_shape(_fp8(4, 64, dtype=E5M2), _fp8(16, 64, dtype=E5M2)) is None
     assert _native_shape(_fp8(4, 64), _fp8(16, 64, dtype=E5M2)) == "fp8"
     assert _native_shape(_int8(64, 4096), _int8(6144, 4096)) == "int8"
-    assert _native_shape(_int8(16, 64), _int8(64, 64)) is None       # M must exceed 16
+    assert _native_shape(_int8(16, 64), _int8(64, 64)) == "int8_padded"  # M must exceed 16
+    assert _native_shape(_int8(1, 64), _int8(64, 64)) == "int8_padded"
     assert _native_shape(_int8(32, 60), _int8(64, 60)) is None       # K off 8
     assert _native_shape(_int8(32, 64), _fp8(64, 64)) is None        # mixed kinds
     assert _native_shape(_fp8(64, 32).t(), _fp8(16, 64)) is None     # not row-major
@@ -101,10 +102,20 @@ def test_int8_products_are_summed_exactly(spies):
     _close(out, ref)
 
 
+@pytest.mark.parametrize("m", [1, 16])
+def test_int8_decode_rows_are_padded_for_the_native_gemm(spies, m):
+    a, b = _int8(m, 4096), _int8(48, 4096)
+    sa, sb = torch.rand(m, 1) + 0.5, torch.rand(48, 1) + 0.5
+    out = native_lowp_matmul(a, b, sa, sb)
+    assert spies["int"].calls == 1 and out.shape == (m, 48) and out.dtype == torch.float32
+    exact = (a.to(torch.int64) @ b.to(torch.int64).t()).to(torch.float32) * sa * sb.reshape(1, -1)
+    assert torch.equal(out, exact)
+
+
 def test_shapes_the_native_gemm_does_not_take_run_on_tf32(spies):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a rule-based fallback is silent
-        a, b = _int8(1, 64), _int8(48, 64)  # decode: M=1
+        a, b = _int8(4, 60), _int8(48, 60)  # K off 8
         torch.testing.assert_close(native_lowp_matmul(a, b), exact_lowp_matmul(a, b))
         a, b = _fp8(13, 509), _fp8(131, 509)
         s = torch.tensor([0.25])
