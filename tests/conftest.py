@@ -25,6 +25,19 @@ def _isolated_cache(tmp_path_factory):
     yield
 
 
+@pytest.fixture(scope="module")
+def two_spares():
+    """Judges started in this module keep two spare runners (``SOLFORGE_SPARES``, read when
+    a judge starts) instead of a CPU's one. With one, back-to-back evaluations on one judge
+    each wait for their runner's start (Python and torch, about 2 s here, most of a short
+    evaluation); with two, the next runner starts while the current evaluation runs, on
+    the other core. Not for modules that run several judges at once (a planner's workers,
+    evaluators side by side): there the extra starts only compete for the two cores."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOLFORGE_SPARES", "2")
+        yield
+
+
 def gpu_available() -> bool:
     try:
         import torch

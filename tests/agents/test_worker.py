@@ -33,6 +33,9 @@ from tests.agents.conftest import (
 from tests.agents.loopback import HttpError, Reply, Request, ScriptedServer
 
 FAST_MODEL = {"backoff_s": 0.01, "backoff_max_s": 0.05, "max_retries": 2}
+# a worker's evaluations come back to back (visible, then the full verdict): the next
+# runner starts during the current evaluation
+pytestmark = pytest.mark.usefixtures("two_spares")
 
 
 def cli(targets: list[str], **flags) -> tuple[int, str]:

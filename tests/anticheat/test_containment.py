@@ -28,6 +28,10 @@ GOOD = SOLUTIONS / "tiny_good_pytorch.py"
 SECRET = "sk-solforge-test-0123456789abcdef"
 
 
+# one evaluation after another on one judge: the next runner starts during the current one
+pytestmark = pytest.mark.usefixtures("two_spares")
+
+
 @pytest.fixture(scope="module")
 def ev():
     old = os.environ.get("SOLFORGE_TEST_API_KEY")

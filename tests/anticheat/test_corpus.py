@@ -95,6 +95,10 @@ GPU_ONLY = ["host_work.py", "side_stream.py"]  # child_process_gpu.py: GPU form 
 ELSEWHERE = ["steal_secrets.py", "read_judge_memory.py", "network_exfiltration.py",
              "evaluator_tamper.py", "pyc_poison.py"]
 
+# one evaluation after another on one judge: the next runner starts during the current one
+# (honest solutions must still pass unflagged, and hacks be caught, with it starting)
+pytestmark = pytest.mark.usefixtures("two_spares")
+
 HONEST_CPU = sorted(p.name for p in HONEST.glob("*.py")
                     if p.name not in ("cuda_graph_static.py", "nvrtc_cuda_cpp.py"))
 

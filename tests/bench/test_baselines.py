@@ -3,6 +3,7 @@ cannot settle on is recorded as such and the evaluation goes on."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -15,6 +16,8 @@ from solforge.problems import load_problem
 from tests.conftest import PROBLEMS
 
 CPU = torch.device("cpu")
+# evaluations back to back (compile warm-ups): the next runner starts during the current one
+pytestmark = pytest.mark.usefixtures("two_spares")
 
 
 class _Lengths(nn.Module):
@@ -40,13 +43,37 @@ def test_compile_over_its_budget_is_unavailable():
     assert fn is None and "still compiling" in why
 
 
-def test_reference_that_recompiles_every_call_gets_no_compile_figure(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))  # no cached figure from elsewhere
+@pytest.fixture(scope="module")
+def recompiling(tmp_path_factory):
+    """The reference of ``recompiling_ref`` judged as a candidate, with a compile baseline,
+    in a solforge cache of its own (no cached figure from elsewhere): the first evaluation,
+    then the same again, a search agent's short exploring budget, a fresh interleaved
+    re-measurement, and an explicit --fresh-baselines; with the compile warm-ups each ran
+    (its phase messages). The first one is what both tests below start from."""
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=50, seed=5)
-    problem = load_problem(PROBLEMS / "recompiling_ref.py")
-    with Evaluator(opts) as ev:
-        first = ev.evaluate(problem, reference_solution(problem))
-        again = ev.evaluate(problem, reference_solution(problem))
+    compiles: list[int] = []  # per evaluation: phase messages of a compile warm-up
+
+    def count(msg):
+        if msg.get("phase") == "baseline" and str(msg.get("kind", "")).startswith("compile"):
+            compiles[-1] += 1
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOLFORGE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        problem = load_problem(PROBLEMS / "recompiling_ref.py")
+        sol = reference_solution(problem)
+        records = {}
+        with Evaluator(opts, on_phase=count) as ev:
+            for name, kw in (("first", {}), ("again", {}),
+                             ("other_budget", {"budget_ms": 20, "max_calls": 12}),
+                             ("rounds", {"rounds": 3}), ("retried", {"fresh_baselines": True})):
+                compiles.append(0)
+                records[name] = ev.evaluate(problem, sol, **kw)
+    return records, dict(zip(records, compiles))
+
+
+def test_reference_that_recompiles_every_call_gets_no_compile_figure(recompiling):
+    records, compiles = recompiling
+    first, again = records["first"], records["again"]
     for r in (first, again):  # the second from the cache, without compiling again
         assert r.status is Status.PASSED, r.message
         w = r.workloads[0]
@@ -54,39 +81,24 @@ def test_reference_that_recompiles_every_call_gets_no_compile_figure(tmp_path, m
         assert w.message.count("compile:default baseline unavailable") == 1, w.message
         assert "already seen" in w.message
     assert "baseline" not in again.phase_seconds
+    assert compiles["again"] == 0, compiles
 
 
-def test_an_unavailable_compile_baseline_is_not_retried_by_other_timings(tmp_path,
-                                                                       monkeypatch):
+def test_an_unavailable_compile_baseline_is_not_retried_by_other_timings(recompiling):
     """The verdict is a property of the reference: a search agent's short exploring budget
     and a fresh interleaved re-measurement read it too (on the H200 a fresh
     re-measurement spent the 90 s warm-up again, per workload, in the device's slot);
     only an explicit --fresh-baselines tries again."""
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
-    opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=50, seed=5)
-    problem = load_problem(PROBLEMS / "recompiling_ref.py")
-    sol = reference_solution(problem)
-    compiles: list[int] = []  # per evaluation: phase messages of a compile warm-up
-
-    def count(msg):
-        if msg.get("phase") == "baseline" and str(msg.get("kind", "")).startswith("compile"):
-            compiles[-1] += 1
-
-    with Evaluator(opts, on_phase=count) as ev:
-        records = []
-        for kw in ({}, {"budget_ms": 20, "max_calls": 12}, {"rounds": 3},
-                   {"fresh_baselines": True}):
-            compiles.append(0)
-            records.append(ev.evaluate(problem, sol, **kw))
-    first, other_budget, rounds, retried = records
-    assert compiles[0] >= 1  # the warm-up that found it
-    assert compiles[1] == 0 and compiles[2] == 0, compiles
+    records, compiles = recompiling
+    other_budget, rounds, retried = (records[k] for k in ("other_budget", "rounds", "retried"))
+    assert compiles["first"] >= 1  # the warm-up that found it
+    assert compiles["other_budget"] == 0 and compiles["rounds"] == 0, compiles
     for r in (other_budget, rounds):
         assert r.status is Status.PASSED, r.message
         w = r.workloads[0]
         assert w.compile_ms is None and w.eager_ms  # a new eager figure all the same
         assert "compile:default baseline unavailable" in w.message, w.message
-    assert compiles[3] >= 1 and retried.status is Status.PASSED
+    assert compiles["retried"] >= 1 and retried.status is Status.PASSED
     assert "already seen" in retried.workloads[0].message  # compiled again, same finding
 
 

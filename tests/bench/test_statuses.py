@@ -11,6 +11,8 @@ from tests.conftest import FIXTURES, PROBLEMS, SOLUTIONS
 
 TINY = PROBLEMS / "tiny_linear.py"
 HACKS = FIXTURES / "hacks"
+# one evaluation after another on one judge: the next runner starts during the current one
+pytestmark = pytest.mark.usefixtures("two_spares")
 
 
 @pytest.fixture(scope="module")
@@ -186,21 +188,21 @@ def test_a_wait_for_the_devices_slot_is_its_own_phase_and_not_the_candidates_tim
     workers the waits reached 190 s and spent the candidate's ``timeout_s`` on the wall
     clock: the judge's deadlines now run on ``slots.clock``, which stands still while it
     waits, so a slot held past the time limit does not time an honest candidate out.
-    (The holder keeps the slot 25 s: longer than a cold evaluator takes to reach its
-    first wait, so the candidate waits more than its 10 s limit.)"""
+    (The holder keeps the slot 15 s: longer than a cold evaluator takes to reach its
+    first wait plus the candidate's 5 s limit, so the candidate waits more than it.)"""
     import time
 
     from solforge.search.budget import CHARGED_PHASES
 
-    holder = hold_slot("cpu", 25)
+    holder = hold_slot("cpu", 15)
     try:
         t0 = time.monotonic()
-        r = run(ev, "tiny_good_pytorch.py", timeout_s=10)
+        r = run(ev, "tiny_good_pytorch.py", timeout_s=5)
         assert r.status is Status.PASSED, r.message
-        assert time.monotonic() - t0 > 10.0
+        assert time.monotonic() - t0 > 5.0
     finally:
         holder.wait(timeout=60)
-    assert r.phase_seconds.get("slot_wait", 0.0) > 10.0, r.phase_seconds
+    assert r.phase_seconds.get("slot_wait", 0.0) > 5.0, r.phase_seconds
     assert "slot_wait" not in CHARGED_PHASES
     # the phases the wait interrupted are still there
     assert {"candidate", "timing", "host_clock"} <= set(r.phase_seconds), r.phase_seconds

@@ -89,7 +89,8 @@ def test_optimize_llm_then_runs_show_and_export(tmp_path, api):
         url = s.base_url if api == "openai" else s.root_url
         r = sf("optimize", str(PROBLEMS / "tiny_linear.py"), "--agent", "llm", "--model",
                "test-model", "--api", api, "--base-url", url, "--api-key", "k",
-               "--run-dir", str(run_dir), "--baselines", "eager", "--timeout", "120")
+               "--run-dir", str(run_dir), "--baselines", "eager", "--budget-ms", "40",
+               "--timeout", "120")
     assert r.returncode == 0, r.stdout + r.stderr
     assert not s.errors and s.remaining == 0
     shown = json.loads(sf("runs", "show", str(run_dir), "--json").stdout)

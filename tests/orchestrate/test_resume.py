@@ -146,7 +146,9 @@ def older_ledger(run: Run, status: str) -> None:
     db.close()
 
 
-def test_search_resumes_an_older_ledger_with_a_full_verdict(tmp_path):
+def test_search_resumes_an_older_ledger_with_a_full_verdict(tmp_path, monkeypatch):
+    # five evaluations back to back: the next runner starts during the current one
+    monkeypatch.setenv("SOLFORGE_SPARES", "2")
     relu = load_problem(PROBLEMS / "kb_relu.py")
     cfg = SearchConfig(families=["reference"], max_candidates=1, rounds=2)
     with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,

@@ -4,7 +4,8 @@ way ``solforge runs show`` and ``solforge export`` read it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -22,6 +23,9 @@ from solforge.search import (
 )
 from solforge.search.candidates import generators
 
+# searches evaluate candidate after candidate: the next runner starts during the current one
+pytestmark = pytest.mark.usefixtures("two_spares")
+
 EXPLORE_CALLS = 12  # timed calls per workload while exploring, at most
 PROBLEMS = {
     # attention spelled out: the SDPA rewrite (sdpa+compile is left for a later call)
@@ -35,17 +39,39 @@ PROBLEMS = {
 }
 
 
+def cpu_options(**kw) -> EvalOptions:
+    return EvalOptions(**{"device": "cpu", "baselines": ["eager"], "budget_ms": 50,
+                          "timeout_s": 120, **kw})
+
+
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory):
+def ev():
+    """One judge for the module's searches (a judge's start costs seconds; every search
+    reads its options, and every evaluation sends them to the judge afresh)."""
+    with Evaluator(cpu_options()) as e:
+        yield e
+
+
+@contextmanager
+def options(ev: Evaluator, **kw) -> Iterator[Evaluator]:
+    """``ev`` with some options changed for the duration of one search."""
+    kept = ev.options
+    ev.options = kept.model_copy(update=kw)
+    try:
+        yield ev
+    finally:
+        ev.options = kept
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory, ev):
     run_dir = tmp_path_factory.mktemp("search") / "run"
     run = Run.create(run_dir, RunSpec(agent="search", targets=list(PROBLEMS)))
     events: list[tuple[str, dict]] = []
     results = {}
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120)) as ev:
-        for name, cfg in PROBLEMS.items():
-            results[name] = run_search_worker(run, find_builtin(name), ev, cfg,
-                                              on_event=lambda k, **d: events.append((k, d)))
+    for name, cfg in PROBLEMS.items():
+        results[name] = run_search_worker(run, find_builtin(name), ev, cfg,
+                                          on_event=lambda k, **d: events.append((k, d)))
     run.mark("finished")
     return run, results, events
 
@@ -148,11 +174,10 @@ def test_a_second_call_reuses_what_was_judged(searched):
     assert (led.count_evaluations(), len(led.attempts())) == before
 
 
-def test_budgets_and_the_strict_policy_skip_candidates(tmp_path):
+def test_budgets_and_the_strict_policy_skip_candidates(tmp_path, ev):
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120, policy="strict")) as ev:
-        res = run_search_worker(run, find_builtin("vit_attention_siglip"), ev,
+    with options(ev, policy="strict") as strict:
+        res = run_search_worker(run, find_builtin("vit_attention_siglip"), strict,
                                 SearchConfig(max_candidates=1, rounds=2))
     skipped = {e["data"]["candidate"]: e["data"]["reason"]
                for e in run.ledger.events("skipped")}
@@ -166,29 +191,25 @@ def test_budgets_and_the_strict_policy_skip_candidates(tmp_path):
     (final,) = run.ledger.evaluations(kind="final")
     assert final["record"]["status"] == "PASSED" and final["record"]["flags"] == []
 
-def test_kernelbench_file_with_old_style_super_gets_working_candidates(tmp_path):
+def test_kernelbench_file_with_old_style_super_gets_working_candidates(tmp_path, ev):
     from solforge.problems import load_problem
     from tests.conftest import PROBLEMS
 
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120)) as ev:
-        res = run_search_worker(run, load_problem(PROBLEMS / "kb_relu.py"), ev,
-                                SearchConfig(max_candidates=2, rounds=1))
+    res = run_search_worker(run, load_problem(PROBLEMS / "kb_relu.py"), ev,
+                            SearchConfig(max_candidates=2, rounds=1))
     assert res.verdict == "PASSED", res.message
     assert all(e["status"] == "PASSED" for e in run.ledger.evaluations())
 
 
-def test_exploring_times_with_the_explore_budget(tmp_path):
+def test_exploring_times_with_the_explore_budget(tmp_path, ev):
     from tests.conftest import PROBLEMS as FIXTURES
 
     # a tiny workload: the evaluator's own budget times it 200 calls at most
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120)) as ev:
-        res = run_search_worker(run, load_problem(FIXTURES / "kb_relu.py"), ev,
-                                SearchConfig(families=["reference"], max_candidates=1,
-                                             rounds=2, explore_max_calls=EXPLORE_CALLS))
+    res = run_search_worker(run, load_problem(FIXTURES / "kb_relu.py"), ev,
+                            SearchConfig(families=["reference"], max_candidates=1,
+                                         rounds=2, explore_max_calls=EXPLORE_CALLS))
     assert res.verdict == "PASSED", res.message
     (visible,) = run.ledger.evaluations(kind="visible")
     (final,) = run.ledger.evaluations(kind="final")
@@ -247,7 +268,7 @@ class ModelNew(nn.Module):
 '''
 
 
-def search_slow_relu(tmp_path, monkeypatch, families: list[str]):
+def search_slow_relu(tmp_path, monkeypatch, ev: Evaluator, families: list[str]):
     """Search ``SLOW_RELU`` with a plug-in generator of ``FAST_BUT_WRONG_HELD_OUT``
     (family ``overfit``) beside the built-ins."""
     generators()  # the built-ins, registered before the registry is swapped for a copy
@@ -258,15 +279,13 @@ def search_slow_relu(tmp_path, monkeypatch, families: list[str]):
     problem_file = tmp_path / "slow_relu.py"
     problem_file.write_text(SLOW_RELU)
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120)) as ev:
-        res = run_search_worker(run, load_problem(problem_file), ev,
-                                SearchConfig(families=families, rounds=2))
+    res = run_search_worker(run, load_problem(problem_file), ev,
+                            SearchConfig(families=families, rounds=2))
     return run, res
 
 
-def test_a_winner_failing_its_final_verdict_falls_to_the_next(tmp_path, monkeypatch):
-    run, res = search_slow_relu(tmp_path, monkeypatch, ["overfit", "reference"])
+def test_a_winner_failing_its_final_verdict_falls_to_the_next(tmp_path, monkeypatch, ev):
+    run, res = search_slow_relu(tmp_path, monkeypatch, ev, ["overfit", "reference"])
     led = run.ledger
     by_path = {a["path"]: a["id"] for a in led.attempts()}
     visible = {e["attempt"]: e for e in led.evaluations(kind="visible")}
@@ -289,8 +308,8 @@ def test_a_winner_failing_its_final_verdict_falls_to_the_next(tmp_path, monkeypa
 
 
 def test_every_candidate_failing_its_final_verdict_exhausts_the_problem(tmp_path,
-                                                                        monkeypatch):
-    run, res = search_slow_relu(tmp_path, monkeypatch, ["overfit"])
+                                                                        monkeypatch, ev):
+    run, res = search_slow_relu(tmp_path, monkeypatch, ev, ["overfit"])
     (final,) = run.ledger.evaluations(kind="final")
     assert res.status == "finished" and res.verdict == final["status"] == "INCORRECT_NUMERICAL"
     assert res.message.startswith("the best candidates failed the final verdict")
@@ -326,9 +345,10 @@ class ModelNew(nn.Module):
 
 
 def search_with(tmp_path, monkeypatch, plugin: Candidate | Callable, config: SearchConfig,
-                stop=None, baselines=("eager",)):
+                ev: Evaluator | None = None, stop=None):
     """Search ``SLOW_RELU`` with ``plugin`` (a candidate, or a generator registered as
-    family ``plug``) beside the built-ins."""
+    family ``plug``) beside the built-ins, on ``ev`` (None: a judge of its own, started in
+    this test's environment)."""
     generators()
     monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
     if isinstance(plugin, Candidate):
@@ -338,20 +358,20 @@ def search_with(tmp_path, monkeypatch, plugin: Candidate | Callable, config: Sea
     problem_file = tmp_path / "slow_relu.py"
     problem_file.write_text(SLOW_RELU)
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    with Evaluator(EvalOptions(device="cpu", baselines=list(baselines), budget_ms=50,
-                               timeout_s=120)) as ev:
-        res = run_search_worker(run, load_problem(problem_file), ev, config, stop=stop)
-    return run, res
+    if ev is not None:
+        return run, run_search_worker(run, load_problem(problem_file), ev, config, stop=stop)
+    with Evaluator(cpu_options()) as own:
+        return run, run_search_worker(run, load_problem(problem_file), own, config, stop=stop)
 
 
-def test_a_candidate_out_of_gpu_memory_is_judged_again_once(tmp_path, monkeypatch):
+def test_a_candidate_out_of_gpu_memory_is_judged_again_once(tmp_path, monkeypatch, ev):
     """Six workers on one H200 ran an honest reference out of GPU memory that other
     evaluators held: such a candidate gets a second evaluation (``oom_retries``), the
     first kept in the ledger; a real excess fails both."""
     plugin = Candidate(name="oom", family="oom", levers=["fusion"], cost=0.5,
                        source=OUT_OF_GPU_MEMORY, reasoning="always out of memory")
     run, res = search_with(tmp_path, monkeypatch, plugin,
-                           SearchConfig(families=["reference", "oom"], rounds=1))
+                           SearchConfig(families=["reference", "oom"], rounds=1), ev)
     led = run.ledger
     oom = next(a["id"] for a in led.attempts() if a["path"] == "candidate:oom")
     first = [e for e in led.evaluations(kind="visible_oom") if e["attempt"] == oom]
@@ -366,7 +386,7 @@ def test_a_candidate_out_of_gpu_memory_is_judged_again_once(tmp_path, monkeypatc
     assert len(led.evaluations(kind="visible")) == 2
 
 
-def test_a_stopping_run_ends_the_exploration_and_keeps_the_best(tmp_path, monkeypatch):
+def test_a_stopping_run_ends_the_exploration_and_keeps_the_best(tmp_path, monkeypatch, ev):
     """The planner's wall budget once ran out while six search workers went on
     exploring past it, until the device call's hard limit killed them with no verdict:
     now a stop reason ends the exploration once a candidate passed, and the best so far
@@ -374,7 +394,7 @@ def test_a_stopping_run_ends_the_exploration_and_keeps_the_best(tmp_path, monkey
     plugin = Candidate(name="overfit", family="overfit", levers=["fusion"], cost=5.0,
                        source=FAST_BUT_WRONG_HELD_OUT, reasoning="relu once")
     run, res = search_with(tmp_path, monkeypatch, plugin,
-                           SearchConfig(families=["reference", "overfit"], rounds=1),
+                           SearchConfig(families=["reference", "overfit"], rounds=1), ev,
                            stop=lambda: "wall-time budget (1 s) spent")
     led = run.ledger
     assert [a["path"] for a in led.attempts()] == ["candidate:reference"]
@@ -388,6 +408,7 @@ def test_compiled_candidates_are_skipped_when_the_reference_compiles_slowly(
     """A compiled candidate of a reference torch.compile cannot settle on recompiles at
     each correctness trial inside the device's slot (``slow_compile_s``)."""
     # a cache of its own: the baselines are prepared here, not found from another test
+    # (and so a judge of its own, started with it)
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "cache"))
     plugin = Candidate(name="overfit", family="overfit", levers=["fusion"], cost=0.5,
                        source=FAST_BUT_WRONG_HELD_OUT, reasoning="relu once")
@@ -413,7 +434,7 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch):
+def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch, ev):
     """On the H200 no CUDA-graph candidate was kept on any of 28 problems (kernel time
     counts their copies, not their saved launch gaps), and two of them per problem held
     the device's slot for about 10 s: one is evaluated (``graph_candidates``), the replay
@@ -430,7 +451,7 @@ def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch
                         source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
 
     run, res = search_with(tmp_path, monkeypatch, gen,
-                           SearchConfig(families=["reference", "plug"], rounds=1))
+                           SearchConfig(families=["reference", "plug"], rounds=1), ev)
     led = run.ledger
     assert [a["path"] for a in led.attempts()] == [
         "candidate:reference", "candidate:fast", "candidate:graphs_of_fast"]

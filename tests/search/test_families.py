@@ -14,6 +14,8 @@ from solforge.bench.records import Status
 from solforge.problems import find_builtin
 from solforge.search.candidates import generate_candidates, search_context
 
+pytestmark = pytest.mark.usefixtures("two_spares")  # long evaluations, back to back
+
 CASES = [
     # (problem, candidate, workloads): "all" are a CPU's workloads, held-out ones included
     ("rmsnorm_llama3", "library", "all"),              # Llama RMSNorm
