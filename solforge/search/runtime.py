@@ -67,9 +67,10 @@ def _native_shape(a: torch.Tensor, b: torch.Tensor) -> str | None:
     """Which native GEMM takes ``a`` [M, K] @ ``b`` [N, K]^T ("fp8", "int8"), or None
     when its documented shape rules exclude it: cuBLASLt's FP8 GEMM wants K and N in
     multiples of 16 and no e5m2 x e5m2; ``torch._int_mm`` wants M above 16 and K and N in
-    multiples of 8 (a smaller M, decode's, is padded with zero rows: "int8_padded"); bf16 and fp16 pairs go to ``torch.mm(..., out_dtype=torch.float32)``,
-    on a GPU only (the CPU build has no kernel for it). All want ``a`` and ``b`` row-major (``b.t()`` is then the column-major
-    second operand they expect)."""
+    multiples of 8 (a smaller M, decode's, is padded with zero rows: "int8_padded"); bf16
+    and fp16 pairs go to ``torch.mm(..., out_dtype=torch.float32)``, on a GPU only (the CPU
+    build has no kernel for it). All want ``a`` and ``b`` row-major (``b.t()`` is then the
+    column-major second operand they expect)."""
     if a.dim() != 2 or b.dim() != 2 or not a.is_contiguous() or not b.is_contiguous():
         return None
     (m, k), (n, _) = a.shape, b.shape
@@ -121,12 +122,11 @@ def native_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor |
 
 def _native_product(kind: str, a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None,
                     b_scale: torch.Tensor | None) -> torch.Tensor:
-    if kind == "int8":
-        out = torch._int_mm(a, b.t()).to(torch.float32)
-    elif kind == "int8_padded":  # _int_mm wants more than 16 rows: zero rows, dropped after
-        padded = torch.zeros((_INT8_MIN_ROWS, a.shape[1]), dtype=a.dtype, device=a.device)
-        padded[:a.shape[0]] = a
-        out = torch._int_mm(padded, b.t())[:a.shape[0]].to(torch.float32)
+    if kind in ("int8", "int8_padded"):
+        m = a.shape[0]
+        if kind == "int8_padded":  # _int_mm wants more than 16 rows: zero rows, dropped after
+            a = torch.nn.functional.pad(a, (0, 0, 0, _INT8_MIN_ROWS - m))
+        out = torch._int_mm(a, b.t())[:m].to(torch.float32)
     elif kind == "16-bit":  # exact products, fp32 accumulation and output
         out = torch.mm(a, b.t(), out_dtype=torch.float32)
     else:
