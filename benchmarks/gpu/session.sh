@@ -3,6 +3,8 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash benchmarks/gpu/session.sh STEP [STEP ...]
 # Steps: env calibrate waitprofile tests reference examples cute hacks probe optimize throughput
+#        solunits (benchmarks/gpu/check_sol_units.py: SOL units per op family)
+#        winners (WINNERS="PROBLEM=SOLUTION ...": kept solutions on WINNER_TRIALS fresh seeds)
 #        tpprofile (the warm Triton evaluations under py-spy, from the py-spy wheel in .whl/)
 # DEADLINE (seconds after start, default 570) bounds the open-ended steps; DEVICE=cpu
 # (with REF_TARGET/OPT_TARGET set to a small target) dry-runs the steps on a CPU.
@@ -145,8 +147,31 @@ for s in "$@"; do
       fi
       $SF export /tmp/optrun --out /tmp/optexport && cp /tmp/optexport/summary.json "$OUT/optimize_summary.json"
       $SF runs show /tmp/optrun --json > "$OUT/optimize_run.json"
+      # the judges' memory per evaluation (idle level, peak, admission) from the ledger
+      python3 benchmarks/judge_memory.py /tmp/optrun --json "$OUT/judge_memory.json" \
+        > "$OUT/judge_memory.md" 2>&1; tail -25 "$OUT/judge_memory.md"
       # the whole run (ledger, solution files) and the export come back too
       tar czf "$OUT/optimize_run.tgz" -C /tmp optrun optexport 2>/dev/null ;;
+    winners)
+      # WINNERS="PROBLEM=SOLUTION ...": kept solutions judged again on fresh seeds
+      # (WINNER_TRIALS, default 10), one records file for all of them
+      done_ winners && continue; late winners && continue
+      step winners
+      for pair in ${WINNERS:-}; do
+        timeout -k 10 $(left) $SF bench "${pair%%=*}" --solution "${pair#*=}" --device ${DEVICE:-cuda} \
+          --trials ${WINNER_TRIALS:-10} --budget-ms 150 --json "/tmp/winner_${pair%%=*}.json" 2>&1 | tail -6
+      done
+      # (bench also writes winner_*.summary.json beside each records file: not records)
+      python3 -c "import glob, json; print(json.dumps([r for f in sorted(glob.glob('/tmp/winner_*.json')) if not f.endswith('.summary.json') for r in json.load(open(f))]))" > "$OUT/winners.json"
+      finished winners 0 ;;
+    solunits)
+      # the speed-of-light unit of each op family against what PyTorch's defaults run
+      done_ solunits && continue; late solunits && continue
+      step solunits
+      # (its JSON lands in $OUT; the log only in the reply: a call brings back 8 files)
+      set -o pipefail
+      timeout -k 10 120 python3 benchmarks/gpu/check_sol_units.py 2>&1 | tail -40
+      finished solunits $?; set +o pipefail ;;
     after:*)
       # wait (until DEADLINE) for the other stream to finish step ${s#after:}
       step "$s"

@@ -31,7 +31,7 @@ from solforge.bench import slow_baselines
 from solforge.bench.options import EvalOptions
 from solforge.bench.records import WorkloadResult
 from solforge.bench.sandbox import cache_dir
-from solforge.bench.timing import Timing, TimingConfig, fresh_inputs, measure
+from solforge.bench.timing import RETAIN_BYTES, Timing, TimingConfig, fresh_inputs, measure
 
 if TYPE_CHECKING:
     from solforge.bench.judge import Judge
@@ -305,11 +305,18 @@ def time_fn(fn: Any, pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
     """One baseline's figures: the timing loop's kernel and latency times, and the judge's
     wall clock over a batch."""
     with torch.no_grad():
-        t: Timing = measure(fn, pool, device, cfg, seeds=seeds)
+        t: Timing = measure(fn, pool, device, cfg, seeds=seeds, retain_bytes=_kept(device))
         host = host_clock(fn, pool, seeds, device, t.median_latency_ms or 0.1)
     return {"kernel_ms": t.median_kernel_ms, "latency_ms": t.median_latency_ms,
             "host_ms": host, "spread": t.spread, "calls": len(t.kernel_ms),
             "kernels": t.kernels[:64], "measured_at": time.time()}
+
+
+def _kept(device: torch.device) -> int:
+    """Outputs a baseline's timing keeps: on a CPU as many as a candidate's timing keeps
+    (``timing.RETAIN_BYTES``: allocation is part of a CPU call's time); none on a GPU,
+    where kernel time leaves allocation out and kept outputs would only take memory."""
+    return RETAIN_BYTES if device.type == "cpu" else 0
 
 
 def batch_size(pool: list[list[Any]], latency_ms: float) -> int:
@@ -347,7 +354,8 @@ class Interleaved:
         for kind, fn in list(self.fns.items()):
             try:
                 with torch.no_grad():
-                    t = measure(fn, self.pool, self.device, self.cfg, seeds=seeds)
+                    t = measure(fn, self.pool, self.device, self.cfg, seeds=seeds,
+                                retain_bytes=_kept(self.device))
                     host = host_clock(fn, self.pool, seeds, self.device,
                                        t.median_latency_ms or 0.1)
             except Exception as e:

@@ -82,6 +82,16 @@ class Evaluator:
         if msg.get("refused"):
             self._refuse(msg["refused"])
 
+    def _renew(self) -> None:
+        """Let the old judge finish exiting, then start a new one."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.close()
+        self._start()
+
     def _refuse(self, message: str) -> None:
         self.tampered = message
         self.close()
@@ -150,15 +160,24 @@ class Evaluator:
                 raise
             except RuntimeError as e:
                 return {"ok": False, "message": str(e)}
+        request = {"op": "profile", "problem": problem_path, "solution": str(solution),
+                   "language": language, "options": opts.model_dump()}
         assert self.conn is not None
-        self.conn.send({"op": "profile", "problem": problem_path, "solution": str(solution),
-                        "language": language, "options": opts.model_dump()})
+        self.conn.send(request)
         deadline = time.monotonic() + opts.timeout_s * 2 + 300
         while True:
             msg = self._recv(deadline)
             if msg is None:
                 self.close()
                 return {"ok": False, "message": "the evaluator process died while profiling"}
+            if msg.get("event") == "recycle":
+                try:
+                    self._renew()
+                except RuntimeError as e:
+                    return {"ok": False, "message": str(e)}
+                assert self.conn is not None
+                self.conn.send(request)
+                continue
             if msg.get("event") == "result":
                 if "evaluator_tampered" in msg["profile"].get("flags", []):
                     self._refuse(msg["profile"]["message"])
@@ -186,9 +205,11 @@ class Evaluator:
                 raise
             except RuntimeError as e:
                 return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
+        request = {"op": "evaluate", "problem": problem_path, "solution": str(solution),
+                   "language": language, "options": opts.model_dump()}
         assert self.conn is not None
-        self.conn.send({"op": "evaluate", "problem": problem_path, "solution": str(solution),
-                        "language": language, "options": opts.model_dump()})
+        self.conn.send(request)
+        replaced = ""
         # the judge enforces the candidate's limit; this one covers baselines and builds
         deadline = time.monotonic() + opts.timeout_s * 2 + 1800
         phase = "starting"
@@ -220,10 +241,21 @@ class Evaluator:
                 phase = msg.get("phase", phase)
                 if self.on_phase:
                     self.on_phase(msg)
+            elif event == "recycle":
+                # the judge kept memory it could not give back: a new one takes the request
+                replaced = str(msg.get("message", ""))
+                try:
+                    self._renew()
+                except RuntimeError as e:
+                    return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
+                assert self.conn is not None
+                self.conn.send(request)
             elif event == "result":
                 record = EvaluationRecord.from_json(msg["record"])
                 lap()
                 record.phase_seconds = {k: round(v, 3) for k, v in spent.items()}
+                if replaced and record.judge_memory is not None:
+                    record.judge_memory.replaced_before = replaced
                 if "evaluator_tampered" in record.flags:
                     self.tampered = record.message
                     self.close()

@@ -24,6 +24,10 @@ from solforge.bench.proctree import cpu_seconds
 from solforge.bench.sandbox import RunnerProcess
 
 
+# How long closing a GPU runner waits for it to drop its tensors (``close``)
+EXIT_WAIT_S = 1.0
+
+
 class RunnerFailure(Exception):
     """The runner failed an operation; carries the status the record should get."""
 
@@ -44,6 +48,7 @@ class RunnerHandle:
         self.memory_mb = memory_mb
         self.ready = False
         self.op_seconds: dict[str, float] = {}  # the runner's own time per operation
+        self.peak_mb: float | None = None  # the runner's device memory peak, as it says
         self.sent_at = self.replied_at = 0.0  # perf_counter around the last request
         self.watch_idle = False
         self.idle_cpu_s = 0.0
@@ -106,6 +111,13 @@ class RunnerHandle:
             self._watchdog(msg.get("op", "?"))
         if self.watch_idle:
             self._open_idle_window()
+        if isinstance(reply.get("peak_mb"), (int, float)):
+            self.peak_mb = max(self.peak_mb or 0.0, float(reply["peak_mb"]))
+        if self.proc.device.startswith("cuda") and _sent_cuda(msg):
+            import torch
+
+            # blocks the runner let go of are freed now, not at the next allocation miss
+            torch.cuda.ipc_collect()
         if not reply.get("ok"):
             detail = reply.get("message", "")
             tb = reply.get("traceback")
@@ -195,14 +207,35 @@ class RunnerHandle:
                 self._open_idle_window()
 
     def close(self) -> None:
+        """Ask the runner to drop its tensors and exit, then kill its whole tree. On a GPU
+        the judge waits for the answer (a second at most): until the runner has dropped
+        its views of blocks the judge sent over CUDA IPC, the judge cannot free them
+        (``memory.py``). A runner that does not answer is killed all the same; what it
+        held then shows in the judge's idle level."""
         if quiet.enabled():
             quiet.unregister(self.proc.device, self.proc.pid)
         if self.proc.alive():
             try:
                 self.proc.channel.send({"op": "exit"})
+                if self.ready and self.proc.device.startswith("cuda"):
+                    self.proc.channel.poll(EXIT_WAIT_S)
             except Exception:
                 pass
         self.proc.kill()
+        if self.proc.device.startswith("cuda"):
+            import torch
+
+            if torch.cuda.is_initialized():
+                torch.cuda.ipc_collect()
+
+
+def _sent_cuda(msg: Any) -> bool:
+    """Whether a request carried CUDA tensors (sent over IPC, so the judge collects)."""
+    if isinstance(msg, dict):
+        return any(_sent_cuda(v) for v in msg.values())
+    if isinstance(msg, (list, tuple)):
+        return any(_sent_cuda(v) for v in msg)
+    return getattr(msg, "is_cuda", False) is True
 
 
 def _signal(pid: int, sig: int) -> bool:

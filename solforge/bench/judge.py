@@ -24,6 +24,10 @@ refuses every later request.
 Requests (plain dicts over the judge's channel): ``evaluate`` and ``shutdown``. While it
 works, the judge sends ``{"event": "phase", ...}`` messages so the caller can tell a broken
 reference (judge died while building the reference) from anything else.
+
+After every evaluation the judge releases what it holds and measures what is left
+(``memory.py``); a judge that stays above its idle floor answers the next request with
+``{"event": "recycle"}`` and exits, and the caller sends that request to a new judge.
 """
 
 from __future__ import annotations
@@ -82,6 +86,13 @@ class Judge:
             torch.cuda.set_device(torch.device(device).index or 0)
         self.spares: dict[int, list[RunnerHandle]] = {}
         self.current: tuple[str, dict[str, Any]] | None = None
+        from solforge.bench.admission import DeviceLedger, capacity_mb
+        from solforge.bench.memory import MemoryWatch
+
+        # its idle floor is taken now, before any evaluation (memory.py)
+        self.memory = MemoryWatch(device)
+        # every judge on the machine admits its workloads through the device's ledger
+        self.ledger = DeviceLedger(device, capacity_mb(device))
         # a wait for the device's slot is a phase of its own ("slot_wait"): other
         # evaluators' work, not this candidate's (the search budget leaves it out)
         slots.wait_hook = self._slot_wait
@@ -218,6 +229,12 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
             if judge.refused:
                 conn.send({"event": "refused", "message": judge.refused})
                 continue
+            if judge.memory.unfit:
+                # memory the last evaluation left behind that no release gave back: a new
+                # judge takes this request (the caller starts it and sends it again)
+                conn.send({"event": "recycle", "message": judge.memory.unfit})
+                return
+            judge.memory.begin()
             try:
                 if req.get("op") == "profile":
                     prof = profile(judge, req["problem"], req["solution"], req.get("language"),
@@ -227,13 +244,17 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
                         prof = {"ok": False, "message": checked["message"],
                                 "flags": checked["flags"]}
                     conn.send({"event": "result", "profile": prof})
+                    judge.memory.settle()
                     continue
                 record = evaluate(judge, req["problem"], req["solution"], req.get("language"),
                                   req["options"])
                 record = judge.after_evaluation(record)
+                record["judge_memory"] = judge.memory.figures().model_dump()
                 if not judge.refused:
                     judge.replenish(int(req["options"].get("memory_mb", DEFAULT_MEMORY_MB)))
                 conn.send({"event": "result", "record": record})
+                # after the reply: the release overlaps the caller's own work on the record
+                judge.memory.settle()
             except Exception as e:  # a bug of ours: say so, keep serving
                 conn.send({"event": "error", "message": f"{type(e).__name__}: {e}",
                            "traceback": traceback.format_exc()})

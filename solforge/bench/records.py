@@ -92,6 +92,57 @@ class WorkloadResult(BaseModel):
     sol_compute_ms: float | None = None  # the compute term alone (cache-proof lower bound)
     sol_score: float | None = None
     bound: str | None = None
+    sol_unit: str | None = Field(
+        None, description="the unit(s) the tensor FLOPs were bounded at, the term taking "
+        "longest first, e.g. 'tf32' or 'tf32+fp32' (None: no tensor FLOPs)")
+    sol_unit_reason: str | None = Field(
+        None, description="per part of the tensor work (op family and dtype): its unit and "
+        "why, e.g. \"conv float32: tf32 (cuDNN fp32 conv: torch.backends.cudnn.conv."
+        "fp32_precision='tf32' (PyTorch's default))\"")
+    memory: MemoryPlan | None = None
+
+
+class JudgeMemory(BaseModel):
+    """The judge process's device memory around one evaluation (MiB; ``memory.py``).
+
+    ``idle_before_mb`` is the level the judge started the evaluation from, after releasing
+    everything of the one before (the GPU allocator's reserved bytes; on a CPU the live
+    tensors); ``floor_mb`` the lowest idle level this judge has had; ``peak_mb`` the
+    allocator's peak during the evaluation (GPU only). A judge whose idle level stays
+    above its floor by more than the slack is replaced: ``replaced_before`` says this
+    evaluation ran on a new judge for that reason."""
+
+    pid: int | None = None
+    floor_mb: float | None = None
+    idle_before_mb: float | None = None
+    live_tensors_before_mb: float | None = None
+    peak_mb: float | None = None
+    device_used_mb: float | None = Field(None, description="every process's use of the "
+                                         "device when the evaluation ended")
+    device_total_mb: float | None = None
+    replaced_before: str = Field("", description="why the previous judge was replaced")
+
+
+class MemoryPlan(BaseModel):
+    """How one workload's device memory was planned and admitted (``admission.py``)."""
+
+    estimate_mb: float | None = Field(None, description="footprint estimated before it ran: "
+                                      "inputs times input sets in flight, weights, outputs, "
+                                      "the float64 golden")
+    measured_mb: float | None = Field(None, description="the estimate once the reference's "
+                                      "and the candidate's first calls were measured")
+    input_sets: int | None = Field(None, description="timing input sets in flight (fewer "
+                                   "for large problems; fresh values and addresses per call "
+                                   "either way)")
+    waited_s: float = Field(0.0, description="seconds waited for room beside other "
+                            "evaluations on the device")
+    neighbours: int = Field(0, description="other evaluations admitted on the device while "
+                            "this workload was")
+    alone: bool = False
+    inputs_mb: float | None = Field(None, description="one input set, counted on the meta device")
+    weights_mb: float | None = Field(None, description="the reference's parameters and buffers")
+    runner_peak_mb: float | None = Field(None, description="the candidate process's device "
+                                         "memory peak, as it reported it")
 
 
 class EvaluationRecord(BaseModel):
@@ -121,6 +172,9 @@ class EvaluationRecord(BaseModel):
     # for finding where evaluation time goes, never for a verdict)
     runner_seconds: dict[str, float] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
+    judge_memory: JudgeMemory | None = None
+    retried_alone: str = Field("", description="the out-of-memory of a first attempt beside "
+                               "other evaluations, after which this one ran alone")
 
     model_config = {"populate_by_name": True}
 

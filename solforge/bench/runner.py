@@ -160,8 +160,42 @@ class Runner:
         flat, flags = self._plain(out)
         after = threading.active_count()
         return {"ok": True, "outputs": flat, "flags": flags, "threads": [before, after],
-                "structure": type(out).__name__,
+                "structure": type(out).__name__, "peak_mb": self._peak_mb(),
                 "inputs_after": msg["inputs"] if self.device.type == "cpu" else None}
+
+    def _peak_mb(self) -> float | None:
+        """This process's device memory peak so far (the admission's measured size)."""
+        if self.device.type != "cuda":
+            return None
+        return self.torch.cuda.max_memory_allocated(self.device) / float(1 << 20)
+
+    def _own(self, msg: dict, key: str) -> Any:
+        """Copies, in this process's memory, of the input sets the judge sent under
+        ``key``, and the judge's own blocks let go of at once: a CUDA block sent over IPC
+        stays allocated in the judge until its receiver drops its view, and a runner
+        killed while holding one would leak it there for good."""
+        sets = msg[key]
+        if self.device.type != "cuda":
+            return sets
+        own = [[x.clone() if isinstance(x, self.torch.Tensor) else x for x in s]
+               for s in sets]
+        self.torch.cuda.synchronize(self.device)
+        msg[key] = None
+        del sets
+        return own
+
+    def op_exit(self, msg: dict) -> dict:
+        """Drop every tensor before the judge kills this process: views of the judge's
+        blocks are released only by their storage's destructor, never by a SIGKILL."""
+        import gc
+
+        self.model = None
+        self.kept = {}
+        self.batch_inputs = []
+        gc.collect()
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+        return {"ok": True}
 
     def op_time(self, msg: dict) -> dict:
         from solforge.bench.timing import TimingConfig, measure
@@ -169,9 +203,11 @@ class Runner:
         cfg = TimingConfig(**msg.get("config", {}))
         torch = self.torch
         torch.manual_seed(msg["seed"])
+        pool = self._own(msg, "pool")
         with torch.no_grad():
-            t = measure(self.model, msg["pool"], self.device, cfg, seeds=msg.get("seeds"),
+            t = measure(self.model, pool, self.device, cfg, seeds=msg.get("seeds"),
                         retain_bytes=msg.get("retain_bytes", 0))
+        del pool
         self.kept = {}
         flags: list[str] = []
         for i, out in t.outputs.items():
@@ -249,6 +285,8 @@ class Runner:
         pool = msg["pool"]
         self.batch_inputs = [fresh_inputs(pool[i % len(pool)], s)
                              for i, s in enumerate(msg["seeds"])]
+        del pool
+        msg["pool"] = None  # the judge's blocks: released as soon as the copies exist
         from solforge.bench.inputs import synchronize
 
         synchronize(self.device)
@@ -287,7 +325,10 @@ def serve(channel: Any, device: str) -> None:
         msg = channel.recv()
         op = msg.get("op")
         if op == "exit":
-            channel.send({"ok": True})
+            try:
+                runner.op_exit(msg)
+            finally:
+                channel.send({"ok": True})
             return
         handler = getattr(runner, f"op_{op}", None)
         if handler is None:

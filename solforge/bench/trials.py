@@ -22,7 +22,7 @@ import torch
 
 from solforge.bench import inputs as I
 from solforge.bench import probes
-from solforge.bench.compare import as_list, compare, same_outputs
+from solforge.bench.compare import as_list, compare_outputs, same_outputs
 from solforge.bench.handle import RunnerFailure, RunnerHandle
 from solforge.bench.judge import Judge
 from solforge.bench.options import EvalOptions
@@ -61,7 +61,6 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
     """Run the trials; return the failing status, or None when all passed."""
     device = torch.device(opts.device)
     dists = problem.distributions
-    pc = problem.precision
     for t in range(opts.trials):
         s = (seed + 7919 * t) % (2**31)
         dist = dists[t % len(dists)]
@@ -75,7 +74,7 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
                     # GPU kernels with atomics or split reductions (attention with split-KV,
                     # index_add, scatter) differ in the last bits from run to run; only a
                     # difference beyond the tolerance makes the reference unusable
-                    drift = compare(again, ref_out, pc, problem.ignore_where_zero)
+                    drift = compare_outputs(again, ref_out, problem, x)
                     if not drift.ok:
                         return fail(res, Status.INVALID_REFERENCE,
                                     "the reference gives two different answers to the same "
@@ -99,9 +98,11 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
         after = sent if device.type == "cuda" else reply.get("inputs_after") or sent
         if not unchanged(x, after):
             return hacked(res, "input_mutation", "the solution modified its inputs in place")
-        cmp = compare(out, ref_out, pc, problem.ignore_where_zero)
+        cmp = compare_outputs(out, ref_out, problem, x)
+        if cmp.note and cmp.note not in res.message:  # index outputs a plain file implies
+            res.message = "; ".join(m for m in (res.message, cmp.note) if m)
         if t == 0 and cmp.ok:
-            status = _second_run(runner, x, s, out, problem, deadline, res)
+            status = _second_run(runner, x, s, out, ref_out, problem, deadline, res)
             if status is not None:
                 return status
         res.trials = t + 1
@@ -119,14 +120,16 @@ def correctness_trials(judge: Judge, problem: Problem, module: Any, ref: Any, w:
 
 
 def _second_run(runner: RunnerHandle, x: list[Any], seed: int, first: list[Any],
-                problem: Problem, deadline: float, res: WorkloadResult) -> Status | None:
+                ref_out: Any, problem: Problem, deadline: float,
+                res: WorkloadResult) -> Status | None:
     """The same input again: the two answers must agree within the tolerance."""
     try:
         again = owned(runner.ask({"op": "run", "inputs": I.clone_all(x), "seed": seed},
                                   deadline)["outputs"])
     except RunnerFailure as e:
         return runner_failed(res, e)
-    cmp = compare(again, first, problem.precision, problem.ignore_where_zero)
+    # index outputs select from the reference's outputs, never from the candidate's own
+    cmp = compare_outputs(again, first, problem, x, reference=ref_out)
     if cmp.ok:
         return None
     return probes.flag(res, "nondeterministic",

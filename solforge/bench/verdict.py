@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from solforge.bench import admission, memory
 from solforge.bench import inputs as I
 from solforge.bench import policy
 from solforge.bench.baselines import library_versions
@@ -37,10 +38,19 @@ from solforge.bench.handle import RunnerFailure, RunnerHandle
 from solforge.bench.judge import Judge
 from solforge.bench.options import EvalOptions
 from solforge.bench.probes import policy_probe
-from solforge.bench.records import EvaluationRecord, Finding, Status, WorkloadResult
+from solforge.bench.records import (
+    EvaluationRecord,
+    Finding,
+    MemoryPlan,
+    Status,
+    WorkloadResult,
+)
 from solforge.bench.reference_solution import is_reference_solution
 from solforge.bench.sandbox import cache_dir
-from solforge.bench.slots import clock, device_slot
+from solforge.bench.slots import clock, device_slot, not_the_candidates_time
+
+# The phase an evaluation is in while it waits for room on the device (``admission.py``)
+MEMORY_WAIT = "memory_wait"
 from solforge.bench.solution import Language, SolutionError, get_language, load_solution
 from solforge.bench.trials import correctness_trials
 from solforge.problems.loader import import_file, load_problem
@@ -73,18 +83,73 @@ def select_workloads(problem: Problem, opts: EvalOptions) -> list[tuple[Workload
 
 def evaluate(judge: Judge, problem_path: str, solution_path: str, language: str | None,
              options: dict[str, Any]) -> dict[str, Any]:
+    """One evaluation. An out-of-memory that came while other evaluations were admitted on
+    the device is never a verdict: the evaluation runs again alone (``admission.py``), and
+    only an out-of-memory on the device alone is recorded, with its figures."""
     opts = EvalOptions(**options)
     if opts.device == "cpu":
         torch.set_num_threads(opts.cpu_threads)
     t0 = time.monotonic()
+    rec = _attempt(judge, problem_path, solution_path, language, opts, alone=False)
+    oom = _out_of_memory(rec)
+    if oom is not None and oom.memory is not None and oom.memory.neighbours > 0:
+        first = rec.message
+        memory.release(opts.device)
+        rec = _attempt(judge, problem_path, solution_path, language, opts, alone=True)
+        rec.retried_alone = first[:2000]
+        oom = _out_of_memory(rec)
+    if oom is not None:
+        _charge_out_of_memory(rec, oom, judge)
+    rec.duration_s = round(time.monotonic() - t0, 3)
+    return rec.finalize().to_json()
+
+
+def _attempt(judge: Judge, problem_path: str, solution_path: str, language: str | None,
+             opts: EvalOptions, alone: bool) -> EvaluationRecord:
     rec = EvaluationRecord(problem=str(problem_path), solution=str(solution_path),
                            device=device_name(opts.device), status=Status.PASSED,
                            policy=opts.policy, versions=library_versions())
-    try:
-        _evaluate(judge, rec, problem_path, solution_path, language, opts)
-    finally:
-        rec.duration_s = round(time.monotonic() - t0, 3)
-    return rec.finalize().to_json()
+    _evaluate(judge, rec, problem_path, solution_path, language, opts, alone)
+    return rec
+
+
+def _out_of_memory(rec: EvaluationRecord) -> WorkloadResult | None:
+    """The workload whose device out-of-memory decided the record, if one did."""
+    if rec.status not in (Status.RUNTIME_ERROR, Status.INVALID_REFERENCE) or not rec.workloads:
+        return None
+    last = rec.workloads[-1]
+    return last if last.status is rec.status and memory.is_out_of_memory(last.message) \
+        else None
+
+
+def _charge_out_of_memory(rec: EvaluationRecord, res: WorkloadResult, judge: Judge) -> None:
+    """An out-of-memory on the device alone, with its figures. The candidate's own (its
+    runner failed) is ``RUNTIME_ERROR``; the judge's (the reference, its inputs) is the
+    reference's (``INVALID_REFERENCE``), unless the reference's workload fits the device
+    by its size and the candidate's process held more than the rest of it."""
+    plan = res.memory
+    cap = judge.ledger.capacity
+    need = plan.measured_mb or plan.estimate_mb if plan else None
+    figures = (f"the workload's footprint is about {need:.0f} MiB with "
+               f"{plan.input_sets} timing input set(s)" if plan and need else
+               "the workload's footprint could not be estimated")
+    figures += f"; the device offers {cap:.0f} MiB" if cap else ""
+    runner = plan.runner_peak_mb if plan else None
+    figures += f"; the candidate's process peaked at {runner:.0f} MiB" if runner else ""
+    where = "alone on the device" if plan is None or plan.alone or plan.neighbours == 0 \
+        else "beside other evaluations"
+    crowded = bool(cap and need and runner and need <= cap and runner > cap - need)
+    if rec.status is Status.INVALID_REFERENCE and crowded:
+        rec.status = Status.RUNTIME_ERROR
+        msg = (f"out of memory {where} while the judge ran the reference: {figures}; the "
+               "reference's workload fits the device, and the candidate's memory left it "
+               "no room")
+    elif rec.status is Status.INVALID_REFERENCE:
+        msg = f"out of memory {where}: {figures}. The reference's workload does not fit"
+    else:
+        msg = f"out of memory {where}: {figures}"
+    res.status = rec.status
+    rec.message = f"{msg}.\n{rec.message}"[:8000]
 
 
 def _fail(rec: EvaluationRecord, status: Status | str, message: str) -> None:
@@ -93,7 +158,7 @@ def _fail(rec: EvaluationRecord, status: Status | str, message: str) -> None:
 
 
 def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_path: str,
-              language: str | None, opts: EvalOptions) -> None:
+              language: str | None, opts: EvalOptions, alone: bool = False) -> None:
     judge.phase("reference")
     try:
         problem = load_problem(problem_path)
@@ -150,9 +215,16 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     try:
         for w, timed in selected:
             found: list[Finding] = []
-            res = _workload(judge, problem, module, sol.path, w, timed, runner, opts,
-                            deadline, seed, lang if checked else None, found)
-            release_device_memory(opts.device)
+            plan = _plan(judge, module, w, alone)
+            ticket = _admit(judge, plan, w)
+            try:
+                res = _admitted_workload(judge, problem, module, sol.path, w, timed, runner,
+                                         opts, deadline, seed, lang if checked else None,
+                                         found, plan, ticket)
+                release_device_memory(opts.device)
+            finally:
+                judge.ledger.leave(ticket)
+            plan.neighbours = ticket.peak_neighbours
             _record_findings(rec, found)
             rec.workloads.append(res)
             for f in res.flags:
@@ -165,6 +237,74 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
         judge.phase("closing")  # the runner killed, the evaluator's files checked, a spare
         rec.runner_seconds = {k: round(v, 3) for k, v in runner.op_seconds.items()}
         runner.close()
+
+
+def _plan(judge: Judge, module: Any, w: Workload, alone: bool) -> MemoryPlan:
+    """The workload's estimated footprint and input sets, before any of it is built."""
+    try:
+        sizes = admission.estimate(module, w.params, I.init_args(module, w.params))
+    except Exception:  # noqa: BLE001 - a constructor argument that fails shows up later
+        sizes = admission.Sizes()
+    sets = admission.input_sets(sizes, judge.ledger.capacity)
+    return MemoryPlan(estimate_mb=round(admission.footprint(sizes, sets), 1),
+                      input_sets=sets, alone=alone, inputs_mb=_r(sizes.inputs_mb),
+                      weights_mb=_r(sizes.weights_mb))
+
+
+def _r(x: float | None) -> float | None:
+    return round(x, 1) if x is not None else None
+
+
+def _admit(judge: Judge, plan: MemoryPlan, w: Workload) -> admission.Ticket:
+    """Wait (not the candidate's time) until the workload fits beside the others."""
+    def waiting(now: bool) -> None:
+        if now:
+            judge._send_phase(MEMORY_WAIT, {"workload": w.name})
+        elif judge.current is not None:
+            judge._send_phase(*judge.current)
+
+    with not_the_candidates_time():
+        ticket = judge.ledger.admit(plan.estimate_mb or 0.0, plan.alone, waiting)
+    plan.waited_s = round(ticket.waited_s, 3)
+    judge.memory.workload_peak(reset=True)
+    return ticket
+
+
+def _admitted_workload(judge: Judge, problem: Problem, module: Any, solution_path: Any,
+                       w: Workload, timed: bool, runner: RunnerHandle, opts: EvalOptions,
+                       deadline: float, seed: int, lang: Language | None,
+                       found: list[Finding], plan: MemoryPlan,
+                       ticket: admission.Ticket) -> WorkloadResult:
+    """:func:`_workload` with its memory plan; a device out-of-memory of the judge's own
+    work (its inputs, pool, baselines) becomes the workload's result, not an error of
+    the evaluator."""
+    try:
+        res = _workload(judge, problem, module, solution_path, w, timed, runner, opts,
+                        deadline, seed, lang, found, plan, ticket)
+    except torch.OutOfMemoryError as e:
+        res = WorkloadResult(name=w.name, visible=w.visible, params=w.params_json())
+        _set(res, Status.INVALID_REFERENCE, f"the judge's own work for this workload "
+             f"(the reference, its inputs, the baselines) ran out of device memory: "
+             f"{type(e).__name__}: {str(e)[:1500]}")
+    res.memory = plan
+    plan.runner_peak_mb = round(runner.peak_mb, 1) if runner.peak_mb else None
+    judge.ledger.neighbours(ticket)
+    return res
+
+
+def _measured(judge: Judge, plan: MemoryPlan, ticket: admission.Ticket,
+              runner: RunnerHandle) -> None:
+    """Size the workload again from the first trials' real peaks (judge and runner), plus
+    the timing phase's extra input sets, and update its ticket."""
+    jp = judge.memory.workload_peak()
+    if jp is None:
+        return
+    x = plan.inputs_mb if plan.inputs_mb is not None else max(0.0, jp / 4)
+    sets = plan.input_sets or 1
+    extra = 2 * sets * x + min(admission.HOLD_MB, 8 * x) + min(admission.RETAIN_MB, 4 * x) \
+        + min(admission.BATCH_MB, 8 * x)
+    plan.measured_mb = round(jp + (runner.peak_mb or 0.0) + extra, 1)
+    judge.ledger.resize(ticket, max(plan.estimate_mb or 0.0, plan.measured_mb))
 
 
 def release_device_memory(device: str) -> None:
@@ -188,10 +328,11 @@ def _record_findings(rec: EvaluationRecord, found: list[Finding]) -> None:
 
 def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w: Workload,
               timed: bool, runner: RunnerHandle, opts: EvalOptions, deadline: float,
-              seed: int, lang: Language | None, found: list[Finding]) -> WorkloadResult:
+              seed: int, lang: Language | None, found: list[Finding], plan: MemoryPlan,
+              ticket: admission.Ticket) -> WorkloadResult:
     """One workload: correctness, the policy's traced call, timing (see module doc)."""
     device = torch.device(opts.device)
-    res = WorkloadResult(name=w.name, visible=w.visible, params=w.params_json())
+    res = WorkloadResult(name=w.name, visible=w.visible, params=w.params_json(), memory=plan)
     eval_mode = not problem.train_mode and not problem.kernelbench_plain
     judge.phase("reference", workload=w.name)
     try:
@@ -217,6 +358,7 @@ def _workload(judge: Judge, problem: Problem, module: Any, solution_path: Any, w
     with gpu:
         status = correctness_trials(judge, problem, module, ref, w, runner, opts, deadline,
                                     seed, res)
+        _measured(judge, plan, ticket, runner)
         if status is not None:
             return res
         if lang is not None:

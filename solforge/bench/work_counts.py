@@ -28,11 +28,17 @@ def _signature(inputs: list[Any]) -> list[Any]:
             for x in inputs]
 
 
+# bumped whenever what a count holds changes (2: tensor FLOPs split by op family and dtype)
+COUNTING_VERSION = 2
+
+
 def work_key(problem: Problem, w: Workload, device: str, inputs: list[Any]) -> str:
     from solforge.bench.verdict import device_name
 
+    # the counting's version is part of the key: counts made before the split by op
+    # family (sol/units.py) lack it and would bound every GEMM at one unit
     return baseline_key(problem.content_hash, w.name, w.params_json(), device_name(device),
-                        "work", {"inputs": _signature(inputs)})
+                        "work", {"inputs": _signature(inputs), "counting": COUNTING_VERSION})
 
 
 def counted_once(problem: Problem, w: Workload, device: str, inputs: list[Any],

@@ -73,7 +73,10 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
         target: str = typer.Argument(..., help="a built-in problem, a category, 'all', a "
-                                               "problem file or a directory of them"),
+                                               "problem file or a directory of them (a "
+                                               "KernelBench checkout or level folder; "
+                                               "DIR:N-M: its files numbered N to M), or a "
+                                               "comma-separated list"),
         solution: str = typer.Option(..., "--solution", "-s", help="a solution .py, a directory "
                                      "of <problem>.py files, or 'reference'"),
         device: str = typer.Option("cpu", help="cpu or cuda (cuda:N)"),

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from solforge.bench.options import EvalOptions
-from solforge.cli.console import make_console
+from solforge.cli.console import broken_line, make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
 from solforge.orchestrate.planner import Planner, ProblemState
 from solforge.orchestrate.planner_config import Budgets, PlannerConfig, unknown_reopened
@@ -101,7 +101,9 @@ def register(app: typer.Typer) -> None:
     @app.command("optimize")
     def optimize(
         targets: list[str] = typer.Argument(None, help="problems, categories, files or "
-                                            "directories (default: the whole corpus)"),
+                                            "directories: a KernelBench checkout or level "
+                                            "folder, DIR:N-M for its files numbered N to "
+                                            "M; comma lists (default: the whole corpus)"),
         agent: str = typer.Option("search", help="search (no LLM), llm, or both: search,llm"),
         workers: int = typer.Option(1, min=1, help="workers at once"),
         device: str = typer.Option("cpu", help="cpu or cuda"),
@@ -196,9 +198,13 @@ def register(app: typer.Typer) -> None:
             seen = set()
             for t in targets or ["all"]:
                 loaded, broken = resolve_target(t)
-                for b, err in broken:
-                    console.print(f"[yellow]skipping a broken problem file {b}: {err}[/yellow]")
+                for b, err in broken:  # the run goes on without them
+                    console.print(f"{broken_line(b, err)} [yellow](skipped)[/yellow]",
+                                  soft_wrap=True, highlight=False)
                 problems += [p for p in loaded if not (p.name in seen or seen.add(p.name))]
+            if not problems:
+                raise ProblemError("no problem to optimize: every problem file of "
+                                   f"{' '.join(targets or [])} failed to load (above)")
             settings = {"llm": _llm_settings(agents, flags),
                         "search": {"max_candidates": max_candidates,
                                    "gpu_seconds": search_seconds,

@@ -1,14 +1,17 @@
-"""`solforge problems list|show`: browse the built-in corpus (and plug-in corpora)."""
+"""`solforge problems list|show`: browse the built-in corpus, plug-in corpora, and any
+target (files, folders, KernelBench checkouts) before a run."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
-from solforge.cli.console import make_console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from solforge.cli.console import broken_line, broken_text, make_console
 from solforge.problems import ProblemError, builtin_problems, resolve_target
 
 app = typer.Typer(help="List and inspect problems.", no_args_is_help=True)
@@ -17,22 +20,48 @@ console = make_console()
 
 @app.command("list")
 def list_problems(
+    target: str = typer.Argument(None, help="what to list: a problem file, a directory of "
+                                 "them (a KernelBench checkout or level folder), DIR:N-M, a "
+                                 "category, a name, or a comma-separated list (default: the "
+                                 "built-in corpus and plug-in corpora)"),
     category: str = typer.Option(None, "--category", "-c", help="L1, L2, quant, attention, ..."),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
-    """List problems with their category, source model and workloads."""
-    problems = builtin_problems(category)
+    """List problems with their category, source model and workloads, and the files of a
+    target that failed to load (on stderr with --json; the exit status stays 0: a run over
+    the target goes on without them)."""
+    broken: list[tuple[Path, str]] = []
+    if target is None:
+        problems = builtin_problems(category)
+    else:
+        try:
+            problems, broken = resolve_target(target)
+        except ProblemError as e:
+            console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True)
+            raise typer.Exit(2) from None
+        if category:
+            problems = [p for p in problems if p.category.lower() == category.lower()]
     if as_json:
         typer.echo(json.dumps([p.summary() for p in problems], indent=2))
+        for path, error in broken:
+            typer.echo(broken_text(path, error), err=True)
         return
-    table = Table(title=f"{len(problems)} problems")
-    for col in ("name", "category", "models", "precision", "workloads (held out)"):
+    title = _count(len(problems), "problem") + (
+        f", {_count(len(broken), 'file')} failed to load" if broken else "")
+    table = Table(title=title)
+    for col in ("name", "category", "source", "models", "precision", "workloads (held out)"):
         table.add_column(col)
     for p in problems:
         held = sum(1 for w in p.workloads if not w.visible)
-        table.add_row(p.name, p.category, ", ".join(p.models), p.precision.name,
+        table.add_row(p.name, p.category, p.source, ", ".join(p.models), p.precision.name,
                       f"{len(p.workloads)} ({held})")
     console.print(table)
+    for path, error in broken:
+        console.print(broken_line(path, error), soft_wrap=True, highlight=False)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @app.command("show")
@@ -41,10 +70,14 @@ def show(name: str = typer.Argument(..., help="a problem name or a problem file"
          ) -> None:
     """Show one problem: metadata, workloads and the reference source."""
     try:
-        problems, _ = resolve_target(name)
+        problems, broken = resolve_target(name)
     except ProblemError as e:
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
+    if not problems:  # a folder whose every file failed to load
+        for path, error in broken:
+            console.print(broken_line(path, error), soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
     p = problems[0]
     console.print(f"[bold]{p.name}[/bold]  ({p.category}, {p.precision.name}, from "
                   f"{', '.join(p.models) or 'unknown'})")

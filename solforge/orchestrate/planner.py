@@ -4,7 +4,9 @@ One planner drives a run. It keeps a leaderboard per problem (the ledger's best 
 hands **work units** (one worker, one problem, one role) to ``workers`` threads, and picks
 each next problem by headroom: ``weight * (1 - best SOL score)`` (or, where SOL is unknown,
 ``weight / best speedup``); a problem nobody tried yet comes first. A problem is
-**converged** once its SOL score reaches ``converge_sol``, after ``patience`` units in a
+**converged** once its SOL score reaches ``converge_sol`` while its best is at least as
+fast as its best baseline (never on SOL alone: a wrong bound would end it early), after
+``patience`` units in a
 row that did not improve its best by 1%, or after ``max_units`` units. Per problem it can
 run roles in turn (``roles``, e.g. diagnoser → optimizer → reviewer), each handed the best
 attempt so far.
@@ -30,9 +32,12 @@ worker before its next model call; either submits its best for the verdict.
 
 Before reporting, every problem whose best verdict is not already a re-measured one gets
 its **final verification**: the winner evaluated again on all workloads in a fresh runner,
-interleaved with fresh baselines (``rounds``), recorded as kind ``final``. The search
-worker's verdicts already are such re-measurements (kind ``final``): the problems that get
-one are those whose best is a ``full`` verdict (an LLM worker's).
+interleaved with fresh baselines (``rounds``; one with ``final_rounds`` 0) and correctness
+on at least 10 fresh seeds (``verify.FRESH_SEEDS``), recorded as kind ``final``; a winner
+that fails is dropped for the next best. The search worker's verdicts already are such
+re-measurements (kind ``final``, on >= 10 fresh seeds; a final on fewer, an older
+version's, is judged again): the problems that get one are those whose best is a ``full``
+verdict (an LLM worker's).
 
 Not covered: several machines (see docs/SCALE.md for the Ray seam: a worker is a function
 of (run, problem, evaluator, unit); a Ray backend runs it in an actor and ships results
@@ -214,7 +219,11 @@ class Planner:
         cfg = self.config
         if ps.units < ps.open_until:
             return
-        if ps.best_sol is not None and ps.best_sol >= cfg.converge_sol:
+        # a SOL score says "near the bound" only while the best is at least as fast as the
+        # best baseline: a bound set too low (fp32 convolutions bounded at the SIMT rate
+        # while cuDNN runs them on TF32 tensor cores) once stopped a problem at 0.47x
+        if ps.best_sol is not None and ps.best_sol >= cfg.converge_sol \
+                and (ps.best_speedup or 0.0) >= 1.0:
             ps.converged = f"SOL score {ps.best_sol:.2f} >= {cfg.converge_sol}"
         elif ps.stale >= cfg.patience:
             ps.converged = f"{ps.stale} units without a 1% gain"
@@ -249,7 +258,9 @@ class Planner:
         if ps.best_speedup is None:
             return ps.weight * 2.0  # untried first
         if ps.best_sol is not None:
-            return ps.weight * max(0.0, 1.0 - ps.best_sol)
+            # slower than a baseline is headroom whatever the SOL score says (see above)
+            behind = max(0.0, 1.0 - ps.best_speedup)
+            return ps.weight * max(0.0, 1.0 - ps.best_sol, behind)
         return ps.weight / max(ps.best_speedup, 1e-6)
 
     def next_problem(self) -> ProblemState | None:
@@ -362,7 +373,9 @@ class Planner:
                     self.on_update(self)
                 self._watch_stalls()
                 time.sleep(poll_s)
-            if self.config.final_rounds and not self.halted:
+            # every winner is checked on fresh seeds before it is reported, re-measured
+            # or not (final_rounds 0: one round)
+            if not self.halted:
                 self._final_verification()
         finally:
             for w in self.workers:
@@ -389,7 +402,12 @@ class Planner:
     def _final_verification(self) -> None:
         """Re-measure each problem's winner unless its best verdict already is such a
         re-measurement (``verify.final_verification``)."""
+        def reread(name: str) -> None:
+            # a rejected winner's figure must not stay: the best is whatever passed now
+            ps, best = self.problems[name], self.run.ledger.best(name)
+            ps.best_speedup = (best.get("speedup_vs_best") or 0.0) if best else None
+            ps.best_sol = best.get("sol_score") if best else None
+
         final_verification(self.run, {n: ps.problem for n, ps in self.problems.items()},
                            self.options.model_copy(update={"device": self.workers[0].device}),
-                           self.config.final_rounds,
-                           lambda name: self._refresh(self.problems[name]))
+                           max(1, self.config.final_rounds), reread)

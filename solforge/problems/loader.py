@@ -9,14 +9,23 @@ Corpora reach the loader through one registry: the built-in corpus registers its
 exactly as a plug-in does (a package exposing the ``solforge.corpora`` entry point with
 a directory), see :func:`register_corpus`.
 
-Not covered: problems fetched from the network; importers (KernelBench repositories,
-SOL-ExecBench folders, ...) convert to files first.
+KernelBench is read in place: a checkout, its ``KernelBench/`` folder or one ``level<N>``
+folder is a directory target whose problems are the level folders' files (scripts, sources
+and results beside them are not problems), and a plain file ``level<N>/<number>_<Name>.py``
+is named ``kb_l<N>_<number>_<Name>`` with category ``L<N>`` wherever it is loaded from, so
+the CLI and the evaluator's worker, which loads the problem again by its path, agree.
+
+Not covered: problems fetched from the network; other suites' layouts (SOL-ExecBench
+folders, ...), which importers convert to files first; KernelBench level 4, whose files
+import ``transformers`` and fetch model configs from the Hugging Face Hub when imported
+(without ``transformers`` they are reported as files that failed to load).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -77,9 +86,50 @@ def load_problem(path: str | Path, source: str | None = None) -> Problem:
     if source is None:
         source = "builtin" if _is_under(path, BUILTIN_DIR) else "file"
     problem = problem_from_module(module, path, source=source)
-    if problem.kernelbench_plain and source == "file":
-        problem = problem.model_copy(update={"source": "kernelbench"})
+    if problem.kernelbench_plain:
+        update: dict[str, str] = {"source": "kernelbench"} if source == "file" else {}
+        level = kernelbench_level(path)
+        if level is not None:  # file stems repeat across levels: the level makes them unique
+            update |= {"name": f"kb_l{level}_{path.stem}", "category": f"L{level}"}
+        if update:
+            problem = problem.model_copy(update=update)
     return problem
+
+
+_LEVEL_DIR = re.compile(r"level(\d+)")
+_NUMBERED = re.compile(r"(\d+)_")
+
+
+def kernelbench_level(path: Path) -> int | None:
+    """N for a KernelBench file ``level<N>/<number>_<Name>.py``, else None."""
+    m = _LEVEL_DIR.fullmatch(Path(path).parent.name)
+    return int(m.group(1)) if m and _NUMBERED.match(Path(path).stem) else None
+
+
+def _number(path: Path) -> int | None:
+    m = _NUMBERED.match(path.stem)
+    return int(m.group(1)) if m else None
+
+
+def _is_level_dir(d: Path) -> bool:
+    return (d.is_dir() and _LEVEL_DIR.fullmatch(d.name) is not None
+            and any(_number(f) is not None for f in d.glob("*.py")))
+
+
+def kernelbench_levels(directory: Path) -> list[Path]:
+    """The level folders of a KernelBench layout at ``directory``: the folder itself when it
+    is one, its ``level<N>`` children (the inner ``KernelBench/``), or those of its
+    ``KernelBench/`` child (a checkout), in level order; ``[]`` for any other folder. A
+    level folder is named ``level<N>`` and holds numbered files (``19_ReLU.py``)."""
+    d = Path(directory)
+    if _is_level_dir(d):
+        return [d]
+    for parent in (d, d / "KernelBench"):
+        if parent.is_dir():
+            levels = [c for c in parent.iterdir() if _is_level_dir(c)]
+            if levels:
+                return sorted(levels, key=lambda c: int(c.name[len("level"):]))
+    return []
 
 
 def _is_under(path: Path, root: Path) -> bool:
@@ -91,8 +141,17 @@ def _is_under(path: Path, root: Path) -> bool:
 
 
 def problem_files(directory: Path) -> list[Path]:
-    """Problem files under ``directory``: ``*.py`` not starting with ``_``, sorted."""
-    return sorted(p for p in Path(directory).rglob("*.py") if not p.name.startswith("_"))
+    """Problem files under ``directory``: ``*.py`` not starting with ``_``, sorted; for a
+    KernelBench layout (:func:`kernelbench_levels`) only the level folders' files (not
+    their subfolders), by level and then by number (``2_`` before ``10_``)."""
+    levels = kernelbench_levels(directory)
+    if not levels:
+        return sorted(p for p in Path(directory).rglob("*.py") if not p.name.startswith("_"))
+    out: list[Path] = []
+    for d in levels:
+        files = [p for p in d.glob("*.py") if not p.name.startswith("_")]
+        out += sorted(files, key=lambda p: (_number(p) is None, _number(p) or 0, p.name))
+    return out
 
 
 def builtin_problems(category: str | None = None) -> list[Problem]:
@@ -117,10 +176,15 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
     """Turn a CLI target into problems.
 
     ``target`` is a built-in problem name, a category (``L1``, ``attention``, ...), a
-    problem file, a directory of problem files, ``all``, or a comma-separated list of
-    these (their union, each problem once). Returns the problems that
-    loaded and, for a directory, ``(path, error)`` for each file that did not, so a run
-    can record them and go on. Raises :class:`ProblemError` when nothing matches.
+    problem file, a directory of problem files (a KernelBench checkout, its
+    ``KernelBench/`` folder or a ``level<N>`` folder among them, see :func:`problem_files`),
+    ``DIR:N`` or ``DIR:N-M`` (the files under ``DIR`` whose names start with a number from
+    N to M, in each level folder of a KernelBench layout), ``all``, or a comma-separated list
+    of these (their union, each problem once). Returns the problems that loaded and, for a
+    directory, ``(path, error)`` for each file that did not, or whose problem name an
+    earlier file already has, so a run can record them and go on. Raises
+    :class:`ProblemError` when nothing matches. A range is one span: ``DIR:1-3,DIR:7`` for
+    more.
     """
     if "," in target:  # several targets: their union, in the order given, each problem once
         seen: set[str] = set()
@@ -138,15 +202,18 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
     if p.is_file():
         return [load_problem(p)], []
     if p.is_dir():
-        loaded, broken = [], []
-        for f in problem_files(p):
-            try:
-                loaded.append(load_problem(f))
-            except ProblemError as e:
-                broken.append((f, str(e)))
-        if not loaded and not broken:
+        files = problem_files(p)
+        if not files:
             raise ProblemError(f"{p}: no problem files (*.py) in this directory")
-        return loaded, broken
+        return _load_files(files)
+    ranged = _RANGE.fullmatch(target)
+    if ranged and Path(ranged["dir"]).is_dir():
+        return _load_files(_numbered_files(Path(ranged["dir"]), ranged["lo"], ranged["hi"]))
+    if ranged:
+        raise ProblemError(f"{target}: {ranged['dir']!r} is not a directory (DIR:N-M selects "
+                           "the numbered problem files of a directory)")
+    if p.suffix == ".py" or "/" in target:  # a path, never a built-in name: say so
+        raise ProblemError(f"{target}: no such problem file or directory")
     everything = builtin_problems()
     if target.lower() == "all":
         return everything, []
@@ -160,3 +227,43 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
     raise ProblemError(
         f"{target!r} is not a problem file, a directory, a built-in problem or a category. "
         f"Categories: {', '.join(cats)}; list problems with `solforge problems list`.")
+
+
+_RANGE = re.compile(r"(?P<dir>.+):(?P<lo>\d+)(?:-(?P<hi>\d+))?")
+
+
+def _numbered_files(directory: Path, lo: str, hi: str | None) -> list[Path]:
+    """The problem files of ``directory`` numbered from ``lo`` to ``hi`` (``lo`` alone)."""
+    first, last = int(lo), int(hi if hi is not None else lo)
+    span = f"{first}-{last}" if hi is not None else str(first)
+    if first > last:
+        raise ProblemError(f"{directory}:{span}: an empty range; write N-M with N <= M")
+    numbered = [f for f in problem_files(directory) if _number(f) is not None]
+    chosen = [f for f in numbered if first <= (_number(f) or 0) <= last]
+    if not chosen:
+        have = sorted({n for f in numbered if (n := _number(f)) is not None})
+        has = f"its files are numbered {have[0]} to {have[-1]}" if have else \
+            "none of its files has a name starting with a number (19_ReLU.py)"
+        raise ProblemError(f"{directory}:{span}: no problem file numbered {span}; {has}")
+    return chosen
+
+
+def _load_files(files: list[Path]) -> tuple[list[Problem], list[tuple[Path, str]]]:
+    """Load each file; a failure or a name already taken is reported and the rest load."""
+    loaded: list[Problem] = []
+    broken: list[tuple[Path, str]] = []
+    by_name: dict[str, Path] = {}
+    for f in files:
+        try:
+            problem = load_problem(f)
+        except ProblemError as e:
+            broken.append((f, str(e)))
+            continue
+        if problem.name in by_name:  # solutions, records and runs are keyed by the name
+            broken.append((f, f"{f}: problem name {problem.name!r} is already that of "
+                              f"{by_name[problem.name]}; give one of them another "
+                              "SOLFORGE['name']"))
+            continue
+        by_name[problem.name] = f
+        loaded.append(problem)
+    return loaded, broken

@@ -1,8 +1,11 @@
 """Precision classes: one name decides both the tolerance and the hardware unit.
 
 A problem declares one precision class. The evaluator reads its tolerance to judge
-correctness; the speed-of-light code reads ``unit`` to pick the peak rate it may assume
-(an fp32 problem that admits TF32 is scored against the TF32 tensor-core rate).
+correctness; the speed-of-light code reads ``unit``, the fastest unit the class admits
+(an fp32 problem that admits TF32 is scored against the TF32 tensor-core rate), and takes
+the faster of it and the unit PyTorch's own settings give each op (``solforge/sol/units.py``:
+cuDNN runs fp32 convolutions on TF32 by default, so an exact-fp32 problem's convolutions are
+bounded at TF32 too). A class never makes an op's bound slower than PyTorch's default.
 
 Tolerances follow the public anchors: KernelBench uses 1e-4 for fp32 and 1e-2 for
 fp16/bf16; SOL-ExecBench defaults to atol = rtol = 1e-2 with a matched ratio of 0.99.
@@ -37,8 +40,9 @@ class PrecisionClass(BaseModel):
         "matched ratio lets some fail",
     )
     unit: str = Field(
-        description="the fastest hardware unit the SOL bound may assume: fp32, tf32, "
-        "bf16, fp16, fp8, int8"
+        description="the fastest hardware unit the class admits for the SOL bound: fp32, "
+        "tf32, bf16, fp16, fp8, int8 (an op PyTorch's settings run on a faster unit is "
+        "bounded at that one: solforge/sol/units.py)"
     )
     allow_tf32: bool = Field(
         False, description="solutions may run fp32 matmul/conv on TF32 tensor cores"
@@ -69,7 +73,8 @@ def precisions() -> list[PrecisionClass]:
 
 register_precision(PrecisionClass(
     name="fp32", atol=1e-4, rtol=1e-4, unit="fp32",
-    description="fp32 exact: IEEE fp32 arithmetic on the SIMT units; TF32 is not allowed",
+    description="fp32 exact: IEEE fp32 arithmetic, no TF32 admitted (ops PyTorch runs on "
+                "TF32 by default, cuDNN's convolutions and RNNs, are still bounded at TF32)",
 ))
 register_precision(PrecisionClass(
     name="tf32", atol=1e-2, rtol=1e-2, matched_ratio=0.999, worst_error_factor=10.0,

@@ -23,6 +23,9 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
                                              # can use, when not the precision class's own
         "ignore_where_zero": {1: 0},         # optional: integer output 1 is not compared
                                              # where output 0 is zero in both results
+        "index_outputs": {2: {"input": 0, "dim": -1}},  # optional: output 2 holds indices
+                                             # along dim -1 of input 0, judged by the values
+                                             # they select (IndexOutput)
     }
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
@@ -43,11 +46,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from solforge.problems.precision import PrecisionClass, get_precision
 
-CATEGORIES = ("L1", "L2", "L3", "quant", "attention", "kernelbench", "other")
+CATEGORIES = ("L1", "L2", "L3", "L4", "quant", "attention", "kernelbench", "other")
 
 
 class Workload(BaseModel):
@@ -65,6 +68,52 @@ class Workload(BaseModel):
     def params_json(self) -> dict[str, Any]:
         """Params with torch dtypes and other objects rendered as strings (for records)."""
         return {k: _jsonable(v) for k, v in self.params.items()}
+
+
+class IndexOutput(BaseModel):
+    """An integer output of indices into a tensor (top-k, argmax, sort, routing ids), judged
+    by the values it selects (``bench/compare.py``): where a candidate's indices select values
+    equal, within the precision class's tolerance, to those the reference's select, it
+    passes, so two correct kernels may break a tie or a near-tie differently.
+
+    The tensor selected from is named by exactly one of ``values`` (an output of the
+    reference: its own, never the candidate's, is read), ``input`` (one of the forward's
+    inputs) or ``from_inputs`` (a function of them). An index output has either that
+    tensor's shape with ``dim`` cut to k entries (``topk``, ``sort``; compared position by
+    position, so ties in a sorted result may come in any order) or its shape without ``dim``
+    (``argmax``, ``argmin``). Not covered: sources that depend on the model's weights,
+    indices into a flattened tensor, and unsorted top-k (order compared as given).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, extra="forbid")
+
+    values: int | None = Field(None, ge=0, description="the output the indices select from")
+    input: int | None = Field(None, ge=0, description="the input the indices select from")
+    from_inputs: Callable[..., Any] | None = Field(
+        None, description="a function called with the forward's inputs (as forward is; it "
+        "must not modify them) that returns the tensor the indices select from, e.g. the "
+        "softmax of router logits")
+    dim: int = Field(-1, description="the dimension of that tensor the indices run along")
+    distinct: bool = Field(
+        True, description="no index may repeat along dim in one row (top-k, sort: a "
+        "candidate returning the largest entry k times fails); False where one may")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> IndexOutput:
+        given = [k for k in ("values", "input", "from_inputs") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'values' (an output's index), 'input' (an "
+                             "input's index) or 'from_inputs' (a function of the inputs); "
+                             f"got {', '.join(given) or 'none'}")
+        return self
+
+    def source(self) -> str:
+        """The selected-from tensor in words, for messages."""
+        if self.values is not None:
+            return f"output {self.values}"
+        if self.input is not None:
+            return f"input {self.input}"
+        return "the tensor the problem computes from the inputs"
 
 
 class Problem(BaseModel):
@@ -89,6 +138,9 @@ class Problem(BaseModel):
     ignore_where_zero: dict[int, int] = Field(
         default_factory=dict, description="integer output -> output: not compared where "
         "that output is zero in both the reference's and the candidate's results")
+    index_outputs: dict[int, IndexOutput] = Field(
+        default_factory=dict, description="integer output -> the tensor its indices select "
+        "from: judged by the values selected, not the indices")
     flops_fn: Callable[[dict[str, Any]], float] | None = None
     bytes_fn: Callable[[dict[str, Any]], float] | None = None
     content_hash: str = ""
@@ -219,5 +271,43 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
         workloads=workloads, distributions=dists, train_mode=bool(meta.get("train_mode")),
         kernelbench_plain=plain, flops_fn=flops_fn, bytes_fn=bytes_fn,
         sol_unit=meta.get("sol_unit"), ignore_where_zero=dict(ignore),
+        index_outputs=_index_outputs(path, meta.get("index_outputs"), ignore),
         content_hash=file_hash(path),
     )
+
+
+_INDEX_EXAMPLE = ("{1: {'input': 0, 'dim': -1}} (output 1 holds indices along dim -1 of "
+                  "input 0; or 'values': an output's index, or 'from_inputs': a function)")
+
+
+def _index_outputs(path: Path, raw: Any, ignore: dict[int, int]) -> dict[int, IndexOutput]:
+    """SOLFORGE['index_outputs'] checked: a :class:`ProblemError` names what is wrong."""
+    if raw is None:
+        return {}
+    where = f"{path}: SOLFORGE['index_outputs']"
+    if not isinstance(raw, dict):
+        raise ProblemError(f"{where} must map an output's index to a declaration, e.g. "
+                           f"{_INDEX_EXAMPLE}; got {raw!r}")
+    out: dict[int, IndexOutput] = {}
+    for i, decl in raw.items():
+        if not (isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                and isinstance(decl, dict)):
+            raise ProblemError(f"{where} must map an output's index to a dict, e.g. "
+                               f"{_INDEX_EXAMPLE}; got {i!r}: {decl!r}")
+        try:
+            d = IndexOutput(**decl)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            raise ProblemError(f"{where}[{i}]: {field + ': ' if field else ''}"
+                               f"{err['msg'].removeprefix('Value error, ')}; e.g. "
+                               f"{_INDEX_EXAMPLE}") from None
+        if d.values == i:
+            raise ProblemError(f"{where}[{i}]: output {i} cannot hold indices into itself; "
+                               "name the output, input or function they select from")
+        if i in ignore:
+            raise ProblemError(f"{where}[{i}]: output {i} is also in ignore_where_zero; keep "
+                               "one (an index output already passes where its indices select "
+                               "values tied with the reference's, zeros included)")
+        out[i] = d
+    return out

@@ -21,7 +21,9 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    on every workload, held-out ones included, in a fresh runner with ``rounds``
    interleaved rounds of candidate and fresh baselines (a compile baseline too slow to
    warm up again keeps its earlier figure: ``bench.slow_baselines``), with the
-   evaluator's own timing budget (``final``); if it fails, the next one is tried (``verdict_tries``). Why one
+   evaluator's own timing budget and at least ten correctness trials from a fresh random
+   seed (``orchestrate.verify.reverify_overrides``: a verdict that depends on the seed is
+   not a verdict) (``final``); if it fails, the next one is tried (``verdict_tries``). Why one
    evaluation: a fresh-process interleaved evaluation on all workloads is both the
    verdict (correctness and anti-cheat checks on every workload) and the honest figure
    (the best of several noisy figures is biased upwards, so the one that ranked the
@@ -61,7 +63,8 @@ code instead) are not evaluated, since that policy rejects them.
 
 Resuming (``resume``): candidates a search worker judged before on this problem (same
 source) keep their attempts and evaluations, free of this call's budget, so a later unit
-goes on where an earlier one stopped; a ``final`` already recorded is reused. A ledger of
+goes on where an earlier one stopped; a ``final`` already recorded is reused, unless it
+passed on fewer fresh seeds than a verdict now takes (``verify.reverified``). A ledger of
 an older version of this worker (a ``full`` verdict, then a separate ``final``): a failing
 ``full`` counts as that candidate's failed verdict; a passing one without its ``final``
 gets the ``final`` now (its figure was never re-measured).
@@ -88,6 +91,7 @@ from solforge.bench.records import EvaluationRecord
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.cut_short import STOPPING
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.search.budget import PhaseClock, charged_seconds
 from solforge.search.candidates import (
@@ -163,17 +167,23 @@ class _Search:
 
     def verdict(self, attempt: int) -> EvaluationRecord:
         """The attempt's ``final`` evaluation (all workloads, a fresh runner, ``rounds``
-        interleaved rounds with fresh baselines, the evaluator's own timing budget),
-        recorded earlier or run now. A failing ``full`` verdict recorded by an older
-        version of this worker stands for it (the candidate failed on some workload); a
-        passing one does not, since its figure was never re-measured."""
+        interleaved rounds with fresh baselines, the evaluator's own timing budget, at
+        least ten trials from a fresh seed), recorded earlier or run now. A failing
+        ``full`` verdict recorded by an older version of this worker stands for it (the
+        candidate failed on some workload); a passing one does not, since its figure was
+        never re-measured; nor does a passing ``final`` on fewer fresh seeds."""
         old = self.earlier(attempt, "full")
-        if old is not None and not old.passed and self.earlier(attempt, "final") is None:
+        final = self.earlier(attempt, "final")
+        if old is not None and not old.passed and final is None:
             return old
+        if final is not None and (not final.passed or reverified(final)):
+            return final
         # rounds > 1 times fresh baselines beside the candidate; not ``fresh_baselines``,
         # which would also retry compile baselines known to be unavailable or too slow to
         # warm up (``bench.slow_baselines``) while every other evaluator waits for the slot
-        return self.evaluate(attempt, "final", workloads="all", rounds=self.config.rounds)
+        return self.evaluate(attempt, "final", reuse=False, workloads="all",
+                             rounds=self.config.rounds,
+                             **reverify_overrides(self.evaluator.options))
 
     def explore_timing(self) -> dict[str, Any]:
         """The timing overrides of the exploring evaluations: the config's, capped by the
@@ -182,8 +192,9 @@ class _Search:
         return {"budget_ms": min(self.config.explore_budget_ms, opts.timing_budget_ms()),
                 "max_calls": min(self.config.explore_max_calls, opts.max_calls)}
 
-    def evaluate(self, attempt: int, kind: str, **overrides: Any) -> EvaluationRecord:
-        found = self.earlier(attempt, kind)
+    def evaluate(self, attempt: int, kind: str, reuse: bool = True,
+                 **overrides: Any) -> EvaluationRecord:
+        found = self.earlier(attempt, kind) if reuse else None
         if found is not None:
             return found
         path = self.run.solution_path(self.name, attempt)

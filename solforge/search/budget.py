@@ -2,7 +2,8 @@
 seconds of each evaluation charged to the ``gpu_seconds`` budget.
 
 Not charged: waits for the device's slot (the judge reports them as the ``slot_wait``
-phase): with several workers on one GPU, they are the other workers' measurements.
+phase) or for room in its memory (``memory_wait``): with several workers on one GPU, they
+are the other workers' evaluations.
 Not covered: device time proper (the seconds a GPU was busy); phases are wall time as the
 caller saw them.
 """

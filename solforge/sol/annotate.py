@@ -1,10 +1,12 @@
 """Speed-of-light fields of a workload result, and the baseline they are scored against.
 
-``annotate`` fills ``flops``, ``bytes``, ``sol_ms``, ``sol_floor_ms``, ``sol_score`` and ``bound``
-of a :class:`~solforge.bench.records.WorkloadResult`. The score is taken against
-T_SOL' = max(sol_ms, sol_floor_ms): the floor is the device's empty-kernel time, so a
-decode-sized workload whose roofline is a few nanoseconds is scored against something a real
-launch can reach. ``bound`` names the roofline term that wins, not the floor.
+``annotate`` fills ``flops``, ``bytes``, ``sol_ms``, ``sol_floor_ms``, ``sol_score``, ``bound``,
+and ``sol_unit`` with ``sol_unit_reason`` (the unit each part of the tensor work was bounded
+at, and why: ``roofline.tensor_terms``) of a :class:`~solforge.bench.records.WorkloadResult`.
+The score is taken against T_SOL' = max(sol_ms, sol_floor_ms): the floor is the device's
+empty-kernel time, so a decode-sized workload whose roofline is a few nanoseconds is scored
+against something a real launch can reach. ``bound`` names the roofline term that wins, not
+the floor.
 
 Baselines (T_b): ``eager``, ``compile``, ``best`` (the faster of the two, the default), or a
 mapping of workload name to a stored time from an earlier run ("optimized PyTorch").
@@ -20,7 +22,14 @@ from collections.abc import Mapping
 from solforge.bench.records import WorkloadResult
 from solforge.problems.precision import PrecisionClass
 from solforge.sol.profile import DeviceProfile
-from solforge.sol.roofline import compute_time, faster_than_sol, sol_score, sol_time
+from solforge.sol.roofline import (
+    compute_time,
+    faster_than_sol,
+    sol_score,
+    sol_time,
+    tensor_terms,
+)
+from solforge.sol.units import MathFlags, read_math_flags
 from solforge.sol.work import Work
 
 Baseline = str | Mapping[str, float]
@@ -61,12 +70,15 @@ def workload_score(result: WorkloadResult, t_b: float | None, llc_bytes: int | N
 
 
 def annotate(result: WorkloadResult, work: Work | None, profile: DeviceProfile | None,
-             precision: PrecisionClass | str, baseline_ms: float | None) -> WorkloadResult:
+             precision: PrecisionClass | str, baseline_ms: float | None,
+             flags: MathFlags | None = None) -> WorkloadResult:
     """Fill the SOL fields of ``result`` in place and return it.
 
     ``flops``/``bytes`` are filled whenever ``work`` is known (they do not depend on the
     device); the SOL fields stay None, with the reason appended to ``message``, when the
-    work or the device's ceilings are unknown.
+    work or the device's ceilings are unknown. ``flags``: PyTorch's math settings the units
+    follow (``units.py``), read now if None (in the judge: the settings the baselines ran
+    under).
     """
     if work is None:
         _note(result, "SOL unknown: the work of this workload could not be counted")
@@ -75,13 +87,18 @@ def annotate(result: WorkloadResult, work: Work | None, profile: DeviceProfile |
     if profile is None:
         _note(result, "SOL unknown: no ceilings for this device (run `solforge calibrate`)")
         return result
+    flags = flags or read_math_flags()
     try:
-        result.sol_ms, result.bound = sol_time(work, profile, precision)
+        result.sol_ms, result.bound = sol_time(work, profile, precision, flags)
+        terms = sorted(tensor_terms(work, profile, precision, flags), key=lambda t: -t.ms)
     except ValueError as e:  # a profile that lacks the rate this work needs
         _note(result, f"SOL unknown: {e}")
         return result
+    if terms:
+        result.sol_unit = "+".join(dict.fromkeys(t.unit for t in terms))
+        result.sol_unit_reason = "; ".join(f"{t.what}: {t.unit} ({t.why})" for t in terms)
     result.sol_floor_ms = profile.empty_kernel_ms
-    result.sol_compute_ms = compute_time(work, profile, precision)
+    result.sol_compute_ms = compute_time(work, profile, precision, flags)
     result.sol_score = workload_score(result, baseline_ms, profile.llc_bytes)
     if faster_than_sol(result.time_ms, result.sol_ms, work.bytes, profile.llc_bytes,
                        result.sol_compute_ms):

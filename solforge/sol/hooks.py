@@ -4,7 +4,8 @@
 slot (counting runs the reference once on the device: its kernels would time-slice with
 another evaluator's measurement), then :func:`annotate_workload` after a workload's timing
 and baselines. It counts the reference's work on the timing inputs (declared counts win), loads
-the device's ceilings, fills the SOL fields, and turns a physically impossible time into
+the device's ceilings, fills the SOL fields (the units follow PyTorch's math settings in the
+judge, those its baselines ran under: ``units.py``), and turns a physically impossible time into
 ``REWARD_HACK`` with the flag ``faster_than_sol`` (EVALUATION.md: a candidate measured below
 T_SOL is flagged, never rewarded).
 

@@ -27,7 +27,8 @@ from solforge.sol.devices import DeviceSpec, match_device
 
 PROFILE_SCHEMA = "solforge.device/1"
 
-# Units the speed-of-light code knows; the precision classes' ``unit`` values plus fp4.
+# Units a profile holds rates for: the precision classes' ``unit`` values plus fp4
+# (``roofline`` derives 3xTF32, the memory-efficient SDPA kernel's fp32 unit, from tf32).
 UNITS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 
 

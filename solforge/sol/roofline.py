@@ -1,26 +1,51 @@
 """Speed-of-light time (the roofline), the SOL score, and the faster-than-light check.
 
-T_SOL = max(tensor FLOPs / peak of the unit the precision class admits,
+T_SOL = max(tensor FLOPs on the matrix units / the rate of the unit each part may use,
+            tensor FLOPs on the SIMT units (fp32) / the fp32 SIMT peak,
             vector FLOPs / fp32 SIMT peak,
             bytes / DRAM bandwidth)
 
 A lower bound on any implementation's time, hence the max of the parts and not their sum
-(NVIDIA's SOLAR takes runtime = max(compute, memory) the same way). The SOL score is
-SOL-ExecBench's (``sol_score.py``): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
+(NVIDIA's SOLAR takes runtime = max(compute, memory) the same way); only work that shares
+one resource adds up (tensor FLOPs bounded at different tensor-core units run one after the
+other on the same tensor cores). The SOL score is SOL-ExecBench's (``sol_score.py``):
+S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
+
+The unit of each part of the tensor work (:func:`tensor_terms`) is the fastest of: the units
+PyTorch's own kernels may use for that op family and data type under the settings in force
+(``units.py``: TF32 for cuDNN's fp32 convolutions by default), the unit the problem admits
+(its precision class, or its ``sol_unit``), and the fp32 SIMT rate. The measurement that
+made this rule: KernelBench level 2's ``1_Conv2D_ReLU_BiasAdd`` (fp32) bounded at the fp32
+SIMT rate was 5.85 ms on the H200, and the honest torch.compile baseline ran cuDNN's TF32
+kernels in 1.63 ms. Tensor FLOPs no part accounts for (a declared count) are bounded at the
+fastest unit any of the counted parts may use, or, with no parts at all, any op family on
+fp32 data.
 
 Not covered: overlap limits (a real kernel rarely reaches both ceilings at once), on-chip
-bandwidth (shared memory, L2) and latency bounds other than the empty-kernel floor, and exact
-fp32 GEMMs emulated on tensor cores (3xTF32 and the like): an exact-fp32 problem is bounded by
-the SIMT rate, which such a kernel can beat by up to about 2.5x on Hopper.
+bandwidth (shared memory, L2) and latency bounds other than the empty-kernel floor, exact
+fp32 GEMMs a candidate emulates on tensor cores where PyTorch itself does not (3xTF32 and
+the like in a matmul or convolution: an exact-fp32 problem bounds those at the SIMT rate,
+which such a kernel can beat by up to about 2.5x on Hopper), and packed 16-bit SIMT
+arithmetic (vector work is bounded at the fp32 rate; Hopper's bf16x2 rate is twice that,
+which matters only where vector work, not memory, binds).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from solforge.problems.precision import PrecisionClass, get_precision
 from solforge.sol.profile import DeviceProfile
-from solforge.sol.work import Work
+from solforge.sol.units import (
+    FAMILIES,
+    TF32X3,
+    MathFlags,
+    UnitChoice,
+    library_units,
+    read_math_flags,
+)
+from solforge.sol.work import TensorPart, Work
 
 # When a device lacks the unit a precision class admits, its GEMMs run on the next unit the
 # device has, in this order (e.g. an fp8 problem on an A100 runs on bf16/fp16 tensor cores).
@@ -31,8 +56,26 @@ _FALLBACK: dict[str, tuple[str, ...]] = {
     "bf16": ("bf16", "fp16", "tf32", "fp32"),
     "fp16": ("fp16", "bf16", "tf32", "fp32"),
     "tf32": ("tf32", "fp32"),
+    TF32X3: (TF32X3, "fp32"),
     "fp32": ("fp32",),
 }
+# Units whose rate follows from a measured one: three TF32 products per fp32 product.
+_DERIVED = {TF32X3: ("tf32", 1 / 3)}
+
+
+class TensorTerm(NamedTuple):
+    """Tensor FLOPs bounded at one unit: what they are, the unit, its rate, and why."""
+
+    what: str  # "conv float32", "matmul bfloat16", or "declared (conv float16)"
+    flops: float
+    unit: str  # the unit as found on the profile (after any fallback)
+    tflops: float
+    why: str
+
+    @property
+    def ms(self) -> float:
+        return self.flops / (self.tflops * 1e9)
+
 
 # faster_than_sol: a kernel below this fraction of T_SOL is impossible, not just fast. The
 # margin absorbs counting error (a reference that does more than the task needs, a
@@ -51,23 +94,54 @@ def tensor_unit(precision: PrecisionClass | str) -> str:
 
 
 def tensor_peak(profile: DeviceProfile, precision: PrecisionClass | str) -> tuple[str, float]:
-    """(unit, TFLOP/s) the tensor FLOPs of ``precision`` are bounded by on ``profile``."""
+    """(unit, TFLOP/s) the precision class's own unit gives on ``profile`` (after fallback)."""
     unit = tensor_unit(precision)
-    for candidate in _FALLBACK.get(unit, (unit, "fp32")):
-        rate = profile.peak(candidate)
-        if rate is not None:
-            return candidate, rate
-    raise ValueError(f"device profile {profile.name!r} has no rate for unit {unit!r} "
-                     f"nor a fallback for it; re-run `solforge calibrate`")
+    found = _resolve(profile, unit)
+    if found is None:
+        raise ValueError(f"device profile {profile.name!r} has no rate for unit {unit!r} "
+                         f"nor a fallback for it; re-run `solforge calibrate`")
+    return found
 
 
-def compute_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str) -> float:
+def tensor_terms(work: Work, profile: DeviceProfile, precision: PrecisionClass | str,
+                 flags: MathFlags | None = None) -> list[TensorTerm]:
+    """The tensor FLOPs of ``work`` as terms, each at the fastest unit it may use on
+    ``profile`` (module docstring). ``flags``: PyTorch's math settings, read now if None."""
+    if work.tensor_flops <= 0:
+        return []
+    flags = flags or read_math_flags()
+    admitted = tensor_unit(precision)
+    gpu = profile.name != "cpu"
+
+    def best(part: TensorPart) -> tuple[str, float, str]:
+        choices = (*library_units(part.family, part.dtype, flags, gpu),
+                   UnitChoice(admitted, f"the problem admits {admitted}"),
+                   UnitChoice("fp32", "the fp32 SIMT rate"))
+        found = [(*rate, c.why) for c in choices if (rate := _resolve(profile, c.unit))]
+        if not found:
+            raise ValueError(f"device profile {profile.name!r} has no fp32 rate")
+        return max(found, key=lambda f: f[1])  # the first of equal rates names the reason
+
+    terms = [TensorTerm(f"{p.family} {p.dtype}", p.flops, *best(p))
+             for p in work.tensor if p.flops > 0]
+    if work.unattributed_flops > 0:
+        parts = work.tensor or tuple(TensorPart(family=f, dtype="float32") for f in FAMILIES)
+        unit, rate, why = max((best(p) for p in parts), key=lambda f: f[1])
+        kinds = ", ".join(dict.fromkeys(f"{p.family} {p.dtype}" for p in parts))
+        what = f"declared ({kinds})" if work.tensor else "unattributed (any op on float32)"
+        terms.append(TensorTerm(what, work.unattributed_flops, unit, rate,
+                                f"{why}; the fastest unit of {kinds}"))
+    return terms
+
+
+def compute_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str,
+                 flags: MathFlags | None = None) -> float:
     """The compute term of T_SOL alone, in ms: what no kernel beats even with every byte
-    already in cache (the larger of tensor FLOPs at the tensor peak and vector FLOPs at
-    the fp32 SIMT peak)."""
-    compute_ms = 0.0
-    if work.tensor_flops > 0:
-        compute_ms = work.tensor_flops / (tensor_peak(profile, precision)[1] * 1e9)
+    already in cache (the largest of the tensor-core terms' sum, the SIMT GEMM terms' sum
+    and the vector FLOPs at the fp32 SIMT peak)."""
+    terms = tensor_terms(work, profile, precision, flags)
+    matrix_ms = sum(t.ms for t in terms if t.unit != "fp32")
+    compute_ms = max(matrix_ms, sum(t.ms for t in terms if t.unit == "fp32"))
     if work.vector_flops > 0:
         simt = profile.peak("fp32")
         if simt is None:
@@ -76,17 +150,27 @@ def compute_time(work: Work, profile: DeviceProfile, precision: PrecisionClass |
     return compute_ms
 
 
-def sol_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str
-             ) -> tuple[float, str]:
+def sol_time(work: Work, profile: DeviceProfile, precision: PrecisionClass | str,
+             flags: MathFlags | None = None) -> tuple[float, str]:
     """(T_SOL in ms, bound): bound is 'memory' if the bytes term is the largest, else
     'compute'. ``precision`` is a precision class, its name, or a unit name (``Problem.unit``:
-    a problem may name a unit other than its class's). Milliseconds: FLOPs / (TFLOP/s * 1e9),
-    bytes / (GB/s * 1e6)."""
-    compute_ms = compute_time(work, profile, precision)
+    a problem may name a unit other than its class's); ``flags`` PyTorch's math settings
+    (read now if None). Milliseconds: FLOPs / (TFLOP/s * 1e9), bytes / (GB/s * 1e6)."""
+    compute_ms = compute_time(work, profile, precision, flags)
     memory_ms = work.bytes / (profile.bandwidth_gbs * 1e6)
     if memory_ms >= compute_ms:
         return memory_ms, "memory"
     return compute_ms, "compute"
+
+
+def _resolve(profile: DeviceProfile, unit: str) -> tuple[str, float] | None:
+    """(unit, TFLOP/s) of ``unit`` on ``profile``, or of the next unit it has (``_FALLBACK``)."""
+    for candidate in _FALLBACK.get(unit, (unit, "fp32")):
+        base, factor = _DERIVED.get(candidate, (candidate, 1.0))
+        rate = profile.peak(base)
+        if rate is not None:
+            return candidate, rate * factor
+    return None
 
 
 def sol_score(t_k: float, t_b: float, t_sol: float) -> float:

@@ -51,9 +51,10 @@ def test_a_pairing_with_an_output_of_another_shape_is_a_clear_failure():
 def test_the_problem_file_declares_it_and_a_bad_value_is_named(tmp_path):
     from solforge.problems.loader import find_builtin
 
-    assert find_builtin("moe_router_mixtral").ignore_where_zero == {1: 0}
     src = find_builtin("moe_router_mixtral").path.read_text()
     bad = tmp_path / "router_bad.py"
-    bad.write_text(src.replace('"ignore_where_zero": {1: 0}', '"ignore_where_zero": {1: 1}'))
+    # output 1 pointing at itself (its own zeros) is no declaration of where it may differ
+    bad.write_text(src.replace('"index_outputs"',
+                               '"ignore_where_zero": {1: 1},\n    "index_outputs"'))
     with pytest.raises(ProblemError, match="must map an output's index to another output's"):
         load_problem(bad)

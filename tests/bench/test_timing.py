@@ -64,3 +64,28 @@ def test_reference_against_itself_is_about_one():
             if 0.6 < w.speedup_vs_eager < 1.6:
                 break
     assert 0.6 < seen[-1][0] < 1.6, seen
+
+
+def test_a_fresh_runner_is_warm_on_every_workload():
+    """The reference judged against itself on a fresh judge and runner, five times: the
+    median speedup of every workload within 1.00 +- 0.15. A cold first workload (0.61x on
+    2026-12-02: the kept timed outputs the candidate's timing holds and the baselines' did
+    not, and two processes on two cores) is cold on every fresh runner, so its median shows
+    it. Single evaluations are not bounded here, and the band is wider than the issue's
+    0.03: inside the full suite on the 2-core machine single figures ran from 0.59x to
+    1.33x and one median was 0.92; alone, in quiet phases, the medians are within 0.03
+    (benchmarks/results/2026-12-03-cpu)."""
+    from solforge.problems.loader import find_builtin
+
+    p = find_builtin("rmsnorm_llama3")
+    seen: dict[str, list[float]] = {}
+    for _ in range(5):
+        with Evaluator(EvalOptions(device="cpu", baselines=["eager"], trials=1)) as ev:
+            r = ev.evaluate(p, reference_solution(p))
+        assert r.status.value == "PASSED", r.message
+        for w in r.workloads:
+            seen.setdefault(w.name, []).append(w.speedup_vs_eager)
+    assert len(seen) >= 2, seen
+    for name, xs in seen.items():
+        med = sorted(xs)[len(xs) // 2]
+        assert 0.85 <= med <= 1.15, (name, xs)

@@ -97,6 +97,22 @@ def test_headroom_orders_untried_then_least_solved(tmp_path):
     assert p.next_problem() is a
 
 
+def test_a_sol_score_never_ends_a_problem_slower_than_its_best_baseline(tmp_path):
+    """A bound set too low gives an honest reference SOL 1.00 at 0.47x its best baseline
+    (fp32 convolutions on TF32 tensor cores, 2026-12-02): that is no reason to stop."""
+    with ScriptedServer([]) as s:
+        p = planner(tmp_path, s, max_units=10, patience=5)
+    a, b = p.problems["tiny_linear"], p.problems["kb_relu"]
+    a.units = b.units = 1
+    a.best_speedup, a.best_sol = 0.47, 1.0
+    p._check_converged(a)
+    assert a.converged == ""
+    assert p.headroom(a) == pytest.approx(0.53)  # behind its baseline: headroom, not 0
+    b.best_speedup, b.best_sol = 1.3, 0.97
+    p._check_converged(b)
+    assert b.converged.startswith("SOL score 0.97")
+
+
 def copycat(req: Request) -> Reply:
     """A scripted model that solves any problem by restating its reference as ModelNew."""
     outs = req.tool_outputs()

@@ -80,3 +80,19 @@ def test_large_copy_is_not_faster_than_light(measured):
     sol_ms, bound = sol_time(work, measured, "fp32")
     assert bound == "memory"
     assert t >= 0.9 * sol_ms  # the copy is the bandwidth measurement itself
+
+
+def test_fp32_conv_on_cudnn_tf32_is_not_faster_than_light(measured):
+    """cuDNN runs fp32 convolutions on TF32 by PyTorch's default: bounded at the fp32 SIMT
+    rate, KernelBench's 1_Conv2D_ReLU_BiasAdd baseline was judged faster than light."""
+    conv = nn.Conv2d(64, 128, 3, device="cuda")
+    x = torch.randn(32, 64, 128, 128, device="cuda")
+    work = count_work(conv, [x])
+    assert [(p.family, p.dtype) for p in work.tensor] == [("conv", "float32")]
+    with torch.no_grad():
+        t = _time_ms(lambda: conv(x))
+    for profile in (measured, load_profile(measured.name)):
+        if profile is None:
+            continue
+        sol_ms, _ = sol_time(work, profile, "fp32")
+        assert t >= sol_ms, (t, sol_ms, profile.source)

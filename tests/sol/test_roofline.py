@@ -9,6 +9,7 @@ import pytest
 from solforge.problems import get_precision
 from solforge.sol import (
     DeviceProfile,
+    TensorPart,
     Work,
     compute_time,
     faster_than_sol,
@@ -68,9 +69,13 @@ def test_score_rejects_bad_times(bad):
 
 # ---------------------------------------------------------------------------- roofline
 
+def _fp32_matmul(flops: float) -> tuple[TensorPart, ...]:
+    return (TensorPart(family="matmul", dtype="float32", flops=flops),)
+
+
 def test_tf32_class_uses_the_tf32_rate(h200):
     m = n = k = 8192
-    gemm = Work(tensor_flops=2 * m * n * k, bytes=4 * (m * k + k * n + m * n))
+    gemm = Work(tensor=_fp32_matmul(2 * m * n * k), bytes=4 * (m * k + k * n + m * n))
     assert tensor_unit(get_precision("tf32")) == "tf32"
     assert tensor_unit(get_precision("fp32")) == "fp32"
     tf32_ms, bound = sol_time(gemm, h200, get_precision("tf32"))
@@ -142,7 +147,8 @@ def test_time_under_the_compute_term_is_rejected_even_in_cache(h200):
     """A warm cache speeds up loads, never arithmetic: a GEMM whose data fits in L2 still
     cannot beat its FLOPs at the peak (the frame-walking hack shrank its reported time to
     nearly 0 on a 512x1024x512 fp32 workload, 5 MB of data)."""
-    work = Work(tensor_flops=2 * 512 * 1024 * 512, bytes=4 * (512 * 1024 * 2 + 512 * 512))
+    work = Work(tensor=_fp32_matmul(2 * 512 * 1024 * 512),
+                bytes=4 * (512 * 1024 * 2 + 512 * 512))
     assert work.bytes < h200.llc_bytes
     sol_ms, _ = sol_time(work, h200, "fp32")
     compute_ms = compute_time(work, h200, "fp32")

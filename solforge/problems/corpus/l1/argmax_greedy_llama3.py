@@ -11,7 +11,8 @@ SOLFORGE = {
     "models": ["Llama 3 8B", "Qwen 2.5 7B"],
     "precision": "fp32",
     "description": "next_token = logits.argmax(dim=-1) over a 128k/152k vocabulary, one row per "
-                   "sequence (int64 ids; ties go to the lowest index, as torch.argmax).",
+                   "sequence (int64 ids; torch.argmax gives ties the lowest index, and any "
+                   "id of a largest logit passes).",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "vocab": 509}, "cpu": True},
         {"name": "decode_b1_llama3", "params": {"batch": 1, "vocab": 128256}},
@@ -25,6 +26,9 @@ SOLFORGE = {
     "flops": lambda p: p["batch"] * p["vocab"],
     # logits read (fp32), ids written (int64)
     "bytes": lambda p: 4 * p["batch"] * p["vocab"] + 8 * p["batch"],
+    # the ids are judged by the logit they select: a kernel whose reduction breaks a tie
+    # the other way (a tree of warps, not a left-to-right scan) is as greedy
+    "index_outputs": {0: {"input": 0, "dim": -1}},
 }
 
 
