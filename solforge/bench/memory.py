@@ -54,6 +54,17 @@ def is_out_of_memory(exc_or_text: BaseException | str) -> bool:
             or "CUDNN_STATUS_ALLOC_FAILED" in text or "GPU out of memory" in text)
 
 
+def release_workload(device: str) -> None:
+    """Between two workloads of one evaluation: give the freed GPU memory back to the
+    driver (PyTorch's caching allocator keeps it reserved otherwise). Several evaluators
+    share a GPU: on the H200 with six search workers, processes that each kept their
+    largest workload's blocks (18 GiB) left an honest reference 90 MiB and it failed out
+    of memory. :func:`release` does this and more after a whole evaluation."""
+    if device.startswith("cuda") and torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 def release(device: str) -> None:
     """Let go of everything the judge holds between evaluations: compiled graphs, Python
     cycles, blocks sent over CUDA IPC whose receivers are done, free cached blocks and

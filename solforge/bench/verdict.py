@@ -48,13 +48,13 @@ from solforge.bench.records import (
 from solforge.bench.reference_solution import is_reference_solution
 from solforge.bench.sandbox import cache_dir
 from solforge.bench.slots import clock, device_slot, not_the_candidates_time
-
-# The phase an evaluation is in while it waits for room on the device (``admission.py``)
-MEMORY_WAIT = "memory_wait"
 from solforge.bench.solution import Language, SolutionError, get_language, load_solution
 from solforge.bench.trials import correctness_trials
 from solforge.problems.loader import import_file, load_problem
 from solforge.problems.spec import Problem, ProblemError, Workload
+
+# The phase an evaluation is in while it waits for room on the device (``admission.py``)
+MEMORY_WAIT = "memory_wait"
 
 
 def device_name(device: str) -> str:
@@ -221,7 +221,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
                 res = _admitted_workload(judge, problem, module, sol.path, w, timed, runner,
                                          opts, deadline, seed, lang if checked else None,
                                          found, plan, ticket)
-                release_device_memory(opts.device)
+                memory.release_workload(opts.device)
             finally:
                 judge.ledger.leave(ticket)
             plan.neighbours = ticket.peak_neighbours
@@ -305,18 +305,6 @@ def _measured(judge: Judge, plan: MemoryPlan, ticket: admission.Ticket,
         + min(admission.BATCH_MB, 8 * x)
     plan.measured_mb = round(jp + (runner.peak_mb or 0.0) + extra, 1)
     judge.ledger.resize(ticket, max(plan.estimate_mb or 0.0, plan.measured_mb))
-
-
-def release_device_memory(device: str) -> None:
-    """Give the workload's freed GPU memory back to the driver (PyTorch's caching allocator
-    keeps it reserved otherwise). Several evaluators share a GPU: on the H200 with six
-    search workers, processes that each kept their largest workload's blocks (18 GiB)
-    left an honest reference 90 MiB and it failed out of memory."""
-    if device.startswith("cuda") and torch.cuda.is_initialized():
-        import gc
-
-        gc.collect()
-        torch.cuda.empty_cache()
 
 
 def _record_findings(rec: EvaluationRecord, found: list[Finding]) -> None:
