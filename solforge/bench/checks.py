@@ -191,7 +191,7 @@ def _timing(judge: Judge, problem: Problem, ref: Any, w: Workload, runner: Runne
             with runner.frozen(), not_the_candidates_time():
                 base = time_baselines(judge, problem, ref, w, pool, seeds, cfg, rest, res,
                                       prepared)
-            if interleaved is not None:  # the eager baseline, timed now
+            if beside:  # the eager baseline, timed now
                 judge.phase("baseline", workload=w.name, kind="eager")
                 with runner.frozen(), not_the_candidates_time():
                     interleaved.measure(seeds)
