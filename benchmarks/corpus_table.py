@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from solforge.bench.records import EvaluationRecord
+from solforge.records.evaluation import EvaluationRecord
 from solforge.problems import find_builtin
 from solforge.sol import sol_score
 

@@ -29,10 +29,10 @@ import threading
 import time
 from pathlib import Path
 
-from solforge.bench import slots
+from solforge.bench.measure import slots
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.judge import spare_count
-from solforge.bench.options import EvalOptions
+from solforge.bench.judge.state import spare_count
+from solforge.records.options import EvalOptions
 from solforge.problems import find_builtin
 
 ROOT = Path(__file__).resolve().parents[1]

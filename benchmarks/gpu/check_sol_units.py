@@ -10,7 +10,7 @@ Run from the repository root on the GPU machine (under a minute on an H200)::
 
 Each case sets PyTorch's settings (PyTorch's defaults unless it says otherwise), counts the
 op's work as the judge does (``count_work`` on the device), times it with the judge's own
-``solforge.bench.timing.measure`` (median device kernel time over fresh inputs, L2 flushed;
+``solforge.bench.measure.timing.measure`` (median device kernel time over fresh inputs, L2 flushed;
 CUDA-event latency beside it), lists its kernels, and computes the bound under the same
 settings: ``sol_time`` on the stored calibration of this device if there is one, and on the
 datasheet row. ``ok``: the kernel time is not below the datasheet bound, nor below the
@@ -51,7 +51,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's solforge
 
-from solforge.bench.timing import TimingConfig, measure  # noqa: E402
+from solforge.bench.measure.timing import TimingConfig, measure  # noqa: E402
 from solforge.sol import (  # noqa: E402
     compute_time,
     count_work,

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from solforge.bench.evaluator import Evaluator  # noqa: E402
-from solforge.bench.options import EvalOptions  # noqa: E402
+from solforge.records.options import EvalOptions  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 FIELDS = ("name", "time_ms", "latency_ms", "host_ms", "eager_ms", "compile_ms",

@@ -39,7 +39,7 @@ METRICS = {
 
 _DRIVER = '''
 import sys, torch
-from solforge.bench import inputs as I
+from solforge.bench.measure import inputs as I
 from solforge.problems.loader import import_file, load_problem
 problem_path, solution_path, device = sys.argv[1:4]
 problem = load_problem(problem_path)

@@ -26,8 +26,8 @@ from solforge.agents.loop import AgentConfig
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
 from solforge.agents.worker import WorkerResult
-from solforge.bench.options import EvalOptions
-from solforge.bench.solution import languages as known_languages
+from solforge.records.options import EvalOptions
+from solforge.bench.policy.solution import languages as known_languages
 from solforge.orchestrate.planner import Planner, Unit
 from solforge.orchestrate.planner_config import PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec

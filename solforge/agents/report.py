@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from solforge.bench.records import EvaluationRecord, Status, WorkloadResult
+from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
 
 
 def _f(x: float | None, unit: str = "", digits: int = 3) -> str:

@@ -29,14 +29,15 @@ from urllib.parse import urlparse
 
 from pydantic import SecretStr
 
+from solforge import env
 from solforge.agents.clients import ModelConfig, registered_clients
 from solforge.agents.errors import ModelError
 
 
 def default_config_file() -> Path | None:
-    env = os.environ.get("SOLFORGE_LLM_CONFIG")
-    if env:
-        return Path(env).expanduser()
+    explicit = env.llm_config()
+    if explicit:
+        return explicit
     p = Path.home() / ".config" / "solforge" / "llm.toml"
     return p if p.is_file() else None
 

@@ -1,13 +1,13 @@
 """An agent's shell command, contained the way the evaluator contains a candidate.
 
 :func:`run_contained` runs ``/bin/sh -c COMMAND`` in the agent's workspace with what a
-candidate runner gets (``solforge.bench.sandbox``): an environment rebuilt from the
+candidate runner gets (``solforge.bench.runner.sandbox``): an environment rebuilt from the
 runner allowlist (API keys and credentials gone), a private HOME and TMPDIR, the
-:class:`~solforge.bench.sandbox.SandboxConfig` resource limits (CPU seconds, file size,
+:class:`~solforge.bench.runner.sandbox.SandboxConfig` resource limits (CPU seconds, file size,
 open files, no core dumps; address space on a CPU device), no network (a fresh network
 namespace where the OS allows one), a new session; and, as root on a CPU device where it
 works, ``nobody``'s uid. On timeout the whole process group and every descendant are
-killed. It holds the device's timing slot (``solforge.bench.slots``) for the whole
+killed. It holds the device's timing slot (``solforge.bench.measure.slots``) for the whole
 command, so nothing an agent runs overlaps another candidate's timing on that device.
 
 Not covered: host memory on a GPU device (the address-space limit is CPU-only, as for
@@ -32,10 +32,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from solforge.bench import sandbox
-from solforge.bench.output_tail import OutputTail
-from solforge.bench.sandbox import SandboxConfig, kill_tree, runner_env
-from solforge.bench.slots import device_slot, slot_env
+from solforge.bench.runner import sandbox
+from solforge.bench.runner.output_tail import OutputTail
+from solforge.bench.runner.proctree import kill_tree
+from solforge.bench.runner.sandbox import SandboxConfig, runner_env
+from solforge.bench.measure.slots import device_slot, slot_env
 
 
 @dataclass
@@ -79,8 +80,8 @@ def _preexec(cfg: SandboxConfig, device: str, drop: bool) -> None:
     if device == "cpu" and cfg.memory_mb:
         lim = (cfg.memory_mb + 4096) << 20
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    if cfg.isolate_network and sandbox._unshare_network():
-        os.environ["SOLFORGE_NETNS"] = "1"
+    if cfg.isolate_network:
+        sandbox._unshare_network()
     if drop:
         sandbox._drop_to_nobody()
         resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))

@@ -43,9 +43,9 @@ from solforge.agents.report import evaluation_report, profile_report
 from solforge.agents.shell import run_contained
 from solforge.agents.workspace import SOLUTION_FILE, Workspace
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.records import EvaluationRecord
-from solforge.bench.sandbox import SandboxConfig
-from solforge.bench.slots import device_slot
+from solforge.records.evaluation import EvaluationRecord
+from solforge.bench.runner.sandbox import SandboxConfig
+from solforge.bench.measure.slots import device_slot
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.problems.spec import Problem
 

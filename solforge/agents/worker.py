@@ -42,8 +42,8 @@ from solforge.agents.trajectory import Trajectory, load
 from solforge.agents.visible import write_visible_problem
 from solforge.agents.workspace import PROBLEM_FILE, SOLUTION_FILE, Workspace
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.records import EvaluationRecord
-from solforge.bench.solution import detect_language
+from solforge.records.evaluation import EvaluationRecord
+from solforge.bench.policy.solution import detect_language
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem, ProblemError

@@ -1,7 +1,7 @@
 """The evaluator as callers see it: ``Evaluator(device).evaluate(problem, solution)``.
 
 The caller's process (the CLI, an agent, a planner) never runs a reference or a
-candidate: it starts one judge process per device (``judge.py``) and exchanges plain
+candidate: it starts one judge process per device (``bench/judge/process.py``) and exchanges plain
 dicts with it. If the judge itself dies (a reference that segfaults, say), the record
 says so with the status that fits the phase it died in, and the next evaluation gets a
 new judge.
@@ -9,7 +9,7 @@ new judge.
 The judge's environment is the caller's minus anything named like a secret (keys,
 tokens, passwords): a candidate must not find them one process up. When the judge
 reports that the evaluator's own files changed (``guard.py``), this handle raises
-:class:`~solforge.bench.guard.EvaluatorTampered` for that evaluation's caller to see and
+:class:`~solforge.bench.judge.guard.EvaluatorTampered` for that evaluation's caller to see and
 for every later call: it will not start another judge on files it cannot trust.
 
 Not covered: several devices per judge (use one Evaluator per device), remote judges
@@ -28,9 +28,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from solforge.bench.guard import EvaluatorTampered, solforge_digest
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord, Status
+from solforge.bench.judge.guard import EvaluatorTampered, solforge_digest
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.problems.spec import Problem
 
 
@@ -54,21 +54,21 @@ class Evaluator:
             self.digest = solforge_digest()
         ours, theirs = socket.socketpair()
         theirs.set_inheritable(True)
-        from solforge.bench.sandbox import judge_env
+        from solforge.bench.runner.sandbox import judge_env
 
         env = judge_env(dict(os.environ))
         src_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH"))
                                             if p)
-        from solforge.bench.prewarm import compile_env
-        from solforge.bench.sandbox import QUIET_THREADS
+        from solforge.bench.baselines.prewarm import compile_env
+        from solforge.bench.runner.sandbox import QUIET_THREADS
 
         env.update(compile_env())
         env.update(QUIET_THREADS)
         if self.options.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "solforge.bench.judge", "--fd", str(theirs.fileno()),
+            [sys.executable, "-m", "solforge.bench.judge.process", "--fd", str(theirs.fileno()),
              "--device", self.options.device, "--guard-digest", self.digest],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -129,7 +129,7 @@ class Evaluator:
             except Exception:
                 pass
         if self.proc is not None:
-            from solforge.bench.sandbox import kill_tree
+            from solforge.bench.runner.proctree import kill_tree
 
             # always: the judge's session may hold compile workers it leaves behind
             kill_tree(self.proc.pid)

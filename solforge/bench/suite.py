@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.guard import EvaluatorTampered
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord, Status
-from solforge.bench.reference_solution import reference_solution
+from solforge.bench.judge.guard import EvaluatorTampered
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord, Status
+from solforge.bench.judge.reference_solution import reference_solution
 from solforge.problems.spec import Problem
 
 

@@ -10,8 +10,8 @@ from solforge.cli.console import make_console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord
 from solforge.bench.suite import SuiteStopped
 from solforge.bench.suite import bench as run_bench
 from solforge.bench.suite import with_solutions
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
                 prewarm > 0 or (device != "cpu" and len(problems) > 1)):
             import os
 
-            from solforge.bench.prewarm import prewarm as run_prewarm
+            from solforge.bench.baselines.prewarm import prewarm as run_prewarm
 
             n = prewarm if prewarm > 0 else max(1, min(8, (os.cpu_count() or 2) - 2))
             # only the problems that have a solution here get timed, so only theirs compile

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from solforge.bench.options import EvalOptions
+from solforge.records.options import EvalOptions
 from solforge.cli.console import broken_line, make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
 from solforge.orchestrate.planner import Planner, ProblemState

@@ -71,9 +71,9 @@ def cdiv(a: int, b: int) -> int:
 
 
 def _cache_root() -> Path:
-    from solforge.bench.sandbox import cache_dir
+    from solforge import env
 
-    d = cache_dir() / "nvrtc"
+    d = env.cache_dir() / "nvrtc"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -81,9 +81,10 @@ def _cache_root() -> Path:
 def target_arch(arch: str | None = None) -> str:
     if arch:
         return arch
-    env = os.environ.get("SOLFORGE_CUDA_ARCH")
-    if env:
-        return env
+    from solforge import env
+
+    if env.cuda_arch():
+        return env.cuda_arch()
     try:
         import torch
 

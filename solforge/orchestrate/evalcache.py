@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord
 from solforge.orchestrate.ledger import Ledger
 from solforge.problems.spec import Problem
 

@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.guard import EvaluatorTampered
-from solforge.bench.options import EvalOptions
+from solforge.bench.judge.guard import EvaluatorTampered
+from solforge.records.options import EvalOptions
 from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-export)

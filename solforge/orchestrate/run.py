@@ -128,7 +128,7 @@ class Run:
         verdict (``final``: the search worker's, the planner's re-measurement; ``full``: an
         LLM worker's), else its latest evaluation, else a record saying there is none (so
         summaries count it as failed)."""
-        from solforge.bench.records import EvaluationRecord, Status
+        from solforge.records.evaluation import EvaluationRecord, Status
 
         out = []
         for p in self.ledger.problems():

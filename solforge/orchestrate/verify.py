@@ -25,8 +25,8 @@ from contextlib import ExitStack
 from typing import Any
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
 

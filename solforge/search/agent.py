@@ -86,8 +86,8 @@ from typing import Any
 
 from solforge.agents.worker import WorkerResult
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.guard import EvaluatorTampered
-from solforge.bench.records import EvaluationRecord
+from solforge.bench.judge.guard import EvaluatorTampered
+from solforge.records.evaluation import EvaluationRecord
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.cut_short import STOPPING
 from solforge.orchestrate.run import Run
@@ -229,7 +229,7 @@ def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
     ``evaluate`` (the planner's cache). ``on_event(kind, problem=..., **data)`` sees
     ``candidate``, ``skipped`` and ``evaluation`` events as they happen (the ledger keeps
     them too). Never raises for anything a candidate does; the result and the ledger say
-    how it ended. :class:`~solforge.bench.guard.EvaluatorTampered` (the evaluator's own
+    how it ended. :class:`~solforge.bench.judge.guard.EvaluatorTampered` (the evaluator's own
     files changed: no verdict can be trusted any more) is recorded and raised.
     ``stop()`` (the planner's: its budget spent) returning a reason ends the exploration
     once a candidate passed; the best so far still gets its final verdict.

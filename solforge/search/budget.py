@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from solforge.bench.records import EvaluationRecord
+from solforge.records.evaluation import EvaluationRecord
 
 CHARGED_PHASES = ("candidate", "policy", "timing", "host_clock")
 

@@ -26,7 +26,7 @@ from types import ModuleType
 
 from pydantic import BaseModel, Field, field_validator
 
-from solforge.bench.records import EvaluationRecord
+from solforge.records.evaluation import EvaluationRecord
 from solforge.problems.loader import import_file
 from solforge.problems.spec import Problem
 from solforge.search.match import Match, find_matches

@@ -19,7 +19,6 @@ from solforge.sol.calibrate import calibrate
 from solforge.sol.devices import DEVICE_TABLE, DeviceSpec, match_device
 from solforge.sol.profile import (
     DeviceProfile,
-    cache_dir,
     load_profile,
     profile_path,
     resolve_device_name,
@@ -35,15 +34,15 @@ from solforge.sol.roofline import (
     tensor_terms,
     tensor_unit,
 )
-from solforge.sol.summary import record_sol_score, speedup_vs_best, summarize
+from solforge.sol.summary import record_sol_score, summarize
 from solforge.sol.units import FAMILIES, MathFlags, library_units, read_math_flags
 from solforge.sol.work import TensorPart, Work, count_work
 
 __all__ = [
     "BASELINES", "DEVICE_TABLE", "FAMILIES", "DeviceProfile", "DeviceSpec", "MathFlags",
-    "TensorPart", "TensorTerm", "Work", "annotate", "baseline_time", "cache_dir", "calibrate",
+    "TensorPart", "TensorTerm", "Work", "annotate", "baseline_time", "calibrate",
     "compute_time", "count_work", "faster_than_sol", "library_units", "load_profile",
     "match_device", "profile_path", "read_math_flags", "record_sol_score",
-    "resolve_device_name", "save_profile", "sol_score", "sol_time", "speedup_vs_best",
+    "resolve_device_name", "save_profile", "sol_score", "sol_time",
     "summarize", "tensor_peak", "tensor_terms", "tensor_unit", "workload_score",
 ]

@@ -2,7 +2,7 @@
 
 ``annotate`` fills ``flops``, ``bytes``, ``sol_ms``, ``sol_floor_ms``, ``sol_score``, ``bound``,
 and ``sol_unit`` with ``sol_unit_reason`` (the unit each part of the tensor work was bounded
-at, and why: ``roofline.tensor_terms``) of a :class:`~solforge.bench.records.WorkloadResult`.
+at, and why: ``roofline.tensor_terms``) of a :class:`~solforge.records.evaluation.WorkloadResult`.
 The score is taken against T_SOL' = max(sol_ms, sol_floor_ms): the floor is the device's
 empty-kernel time, so a decode-sized workload whose roofline is a few nanoseconds is scored
 against something a real launch can reach. ``bound`` names the roofline term that wins, not
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from solforge.bench.records import WorkloadResult
+from solforge.records.evaluation import WorkloadResult
 from solforge.problems.precision import PrecisionClass
 from solforge.sol.profile import DeviceProfile
 from solforge.sol.roofline import (

@@ -1,6 +1,6 @@
 """The evaluator's entry into this package: annotate one timed workload with its SOL.
 
-``solforge.bench.checks`` calls :func:`count_workload` while it still holds the device's
+``solforge.bench.judge.performance`` calls :func:`count_workload` while it still holds the device's
 slot (counting runs the reference once on the device: its kernels would time-slice with
 another evaluator's measurement), then :func:`annotate_workload` after a workload's timing
 and baselines. It counts the reference's work on the timing inputs (declared counts win), loads
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from solforge.bench.records import Status, WorkloadResult
+from solforge.records.evaluation import Status, WorkloadResult
 from solforge.sol.annotate import annotate, baseline_time
 from solforge.sol.profile import load_profile
 from solforge.sol.roofline import faster_than_sol
 from solforge.sol.work import Work, count_work
 
 if TYPE_CHECKING:
-    from solforge.bench.options import EvalOptions
+    from solforge.records.options import EvalOptions
     from solforge.problems.spec import Problem, Workload
 
 FASTER_THAN_SOL = "faster_than_sol"

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from solforge import env
 from solforge.sol.devices import DeviceSpec, match_device
 
 PROFILE_SCHEMA = "solforge.device/1"
@@ -72,19 +73,13 @@ def profile_from_spec(spec: DeviceSpec, device_name: str | None = None) -> Devic
     )
 
 
-def cache_dir() -> Path:
-    """The solforge cache root: ``$SOLFORGE_CACHE`` or ``~/.cache/solforge``."""
-    root = os.environ.get("SOLFORGE_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "solforge"
-
-
 def slug(device_name: str) -> str:
     """A file-name-safe form of a device name: 'NVIDIA H200' -> 'nvidia-h200'."""
     return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "device"
 
 
 def profile_path(device_name: str) -> Path:
-    return cache_dir() / "devices" / f"{slug(device_name)}.json"
+    return env.cache_dir() / "devices" / f"{slug(device_name)}.json"
 
 
 def resolve_device_name(device: str) -> str:

@@ -21,21 +21,12 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from solforge.bench.records import EvaluationRecord, geomean
+from solforge.records.evaluation import EvaluationRecord, speedup_vs_best
+from solforge.records.figures import geomean
 from solforge.sol.annotate import BASELINES, Baseline, baseline_time, workload_score
 from solforge.sol.profile import load_profile
 
 SUMMARY_SCHEMA = "solforge.summary/1"
-
-
-def speedup_vs_best(record: EvaluationRecord) -> float | None:
-    """Geomean over workloads of best(eager, compile) / time; None if no workload has both."""
-    ratios = []
-    for w in record.workloads:
-        t_b = baseline_time(w, "best")
-        if t_b is not None and w.time_ms:
-            ratios.append(t_b / w.time_ms)
-    return geomean(ratios)
 
 
 def record_sol_score(record: EvaluationRecord, baseline: Baseline = "best",

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from solforge.agents.clients import ModelConfig
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
+from solforge.records.options import EvalOptions
 from tests.agents.loopback import Reply, Request
 from tests.conftest import PROBLEMS, SOLUTIONS
 

@@ -15,7 +15,7 @@ from solforge.agents.ncu import format_kernels, parse_ncu_csv
 from solforge.agents.report import evaluation_report
 from solforge.agents.trajectory import TRAJECTORY_SCHEMA, Trajectory, load, repair
 from solforge.agents.visible import visible_source, write_visible_problem
-from solforge.bench.records import EvaluationRecord, Status, WorkloadResult
+from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
 from solforge.problems import load_problem
 from tests.agents.conftest import TINY
 from tests.conftest import PROBLEMS

@@ -14,8 +14,8 @@ from solforge.agents.errors import ToolError
 from solforge.agents.shell import run_contained
 from solforge.agents.tools import SPECS, Toolbox, ToolConfig
 from solforge.agents.workspace import Workspace
-from solforge.bench.records import EvaluationRecord
-from solforge.bench.sandbox import capabilities
+from solforge.records.evaluation import EvaluationRecord
+from solforge.bench.runner.sandbox import capabilities
 from solforge.problems import load_problem
 from tests.agents.conftest import GOOD, TINY
 
@@ -134,13 +134,13 @@ def test_a_command_runs_inside_its_slot_hold(tmp_path):
     """A command holds the device's slot while it runs; an evaluation it starts itself (an
     agent running `solforge bench` in its shell) is inside that hold and must not wait for
     it. Another process without the hold still waits."""
-    probe = ("python -c \"from solforge.bench.slots import device_slot\n"
+    probe = ("python -c \"from solforge.bench.measure.slots import device_slot\n"
              "with device_slot('cpu', timeout_s=3) as w: print('inside', w)\"")
     res = run_contained(probe, tmp_path, timeout_s=60)
     assert res.exit_code == 0 and "inside 0.0" in res.output, res.output
     alone = run_contained(probe, tmp_path, timeout_s=60, hold_slot=False)
     assert alone.exit_code == 0, alone.output  # nobody holds it: taken at once
-    from solforge.bench.slots import device_slot
+    from solforge.bench.measure.slots import device_slot
 
     with device_slot("cpu"):  # held here, without telling the command: it must wait
         blocked = run_contained(probe, tmp_path, timeout_s=60, hold_slot=False)

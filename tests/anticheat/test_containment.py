@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
-from solforge.bench.sandbox import capabilities, hardened
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
+from solforge.bench.runner.sandbox import capabilities, hardened
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HACKS = FIXTURES / "hacks"

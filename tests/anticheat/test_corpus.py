@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord, Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord, Status
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HACKS = FIXTURES / "hacks"

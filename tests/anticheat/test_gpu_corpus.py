@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from tests.conftest import requires_gpu
 
 from .test_corpus import CPU_HACKS, GAINS_NOTHING, Expect, caught, strict

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.guard import EvaluatorTampered, FileGuard, pyc_matches_source
-from solforge.bench.options import EvalOptions
+from solforge.bench.judge.guard import EvaluatorTampered, FileGuard, pyc_matches_source
+from solforge.records.options import EvalOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -34,8 +34,8 @@ sys.path.insert(0, sys.argv[1])
 import solforge
 assert solforge.__file__.startswith(sys.argv[1]), solforge.__file__
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.guard import EvaluatorTampered
-from solforge.bench.options import EvalOptions
+from solforge.bench.judge.guard import EvaluatorTampered
+from solforge.records.options import EvalOptions
 problem, honest, hack = sys.argv[2:5]
 out = []
 with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, timeout_s=60,

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.policy import (
+from solforge.records.options import EvalOptions
+from solforge.bench.policy.rules import (
     AtenTrace,
     aten_trace,
     coverage_finding,
@@ -20,9 +20,9 @@ from solforge.bench.policy import (
     kernel_library,
     normalise_op,
 )
-from solforge.bench.policy_static import check_source
-from solforge.bench.records import Status
-from solforge.bench.solution import detect_language, get_language
+from solforge.bench.policy.static import check_source
+from solforge.records.evaluation import Status
+from solforge.bench.policy.solution import detect_language, get_language
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -224,7 +224,7 @@ import torch.nn as nn
 
 
 @pytest.mark.parametrize("line, rule", [
-    ("import solforge.bench.timing", "harness_access.imports_harness"),
+    ("import solforge.bench.measure.timing", "harness_access.imports_harness"),
     ("f = sys._getframe(1)", "harness_access.introspection"),
     ("objs = gc.get_objects()", "harness_access.introspection"),
     ("mods = list(sys.modules)", "harness_access.introspection"),
@@ -327,7 +327,7 @@ def test_strict_policy_passes_honest_kernels(ev):
 
 
 def test_reference_solution_is_exempt(ev):
-    from solforge.bench.reference_solution import reference_solution
+    from solforge.bench.judge.reference_solution import reference_solution
     from solforge.problems import load_problem
 
     p = load_problem(TINY)

@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from solforge.bench.baselines import warmed_compile
+from solforge.bench.baselines.measurement import warmed_compile
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
-from solforge.bench.reference_solution import reference_solution
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
+from solforge.bench.judge.reference_solution import reference_solution
 from solforge.problems import load_problem
 from tests.conftest import PROBLEMS
 
@@ -116,8 +116,8 @@ def test_an_unavailable_compile_baseline_is_not_retried_by_other_timings(recompi
 def test_interleaved_rounds_share_one_evaluations_timing():
     """Three rounds used to time three full evaluations' worth of calls (candidate and
     both baselines each round): a search verdict then held an H200's slot for minutes."""
-    from solforge.bench.checks import per_round
-    from solforge.bench.timing import TimingConfig
+    from solforge.bench.judge.performance import per_round
+    from solforge.bench.measure.timing import TimingConfig
 
     cfg = TimingConfig(budget_ms=900.0, max_calls=200)
     assert per_round(cfg, 1) is cfg
@@ -142,7 +142,7 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
     (36 s per workload on the H200, inside the slot, every other evaluator waiting) reuses
     its last figure instead and says so. A quick one is compiled again; --fresh-baselines
     always compiles."""
-    from solforge.bench import slow_baselines
+    from solforge.bench.baselines import slow as slow_baselines
 
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from solforge.bench.compare import compare
-from solforge.bench.records import Status
+from solforge.bench.measure.compare import compare
+from solforge.records.evaluation import Status
 from solforge.problems import ProblemError, load_problem
 from solforge.problems.precision import get_precision
 

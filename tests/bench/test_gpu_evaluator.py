@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
-from solforge.bench.timing import TimingConfig, measure
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
+from solforge.bench.measure.timing import TimingConfig, measure
 from tests.conftest import FIXTURES, PROBLEMS, SOLUTIONS, requires_gpu
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
@@ -39,7 +39,7 @@ def test_languages_pass_on_gpu(ev, solution, language):
 def test_runner_cuda_start_up_is_logged_under_the_slot(ev):
     import time
 
-    from solforge.bench import slots
+    from solforge.bench.measure import slots
 
     t0 = time.time()
     r = ev.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py")

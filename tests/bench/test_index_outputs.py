@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from solforge.bench.compare import compare, compare_outputs, infer_index_outputs
+from solforge.bench.measure.compare import compare, compare_outputs, infer_index_outputs
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from solforge.problems import ProblemError, load_problem
 from solforge.problems.precision import get_precision
 from solforge.problems.spec import IndexOutput

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from solforge.bench import admission
-from solforge.bench.admission import DeviceLedger, Sizes, footprint, input_sets
+from solforge.bench.judge import admission
+from solforge.bench.judge.admission import DeviceLedger, Sizes, footprint, input_sets
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from tests.conftest import PROBLEMS, SOLUTIONS
 
 TINY = PROBLEMS / "tiny_linear.py"
@@ -47,7 +47,7 @@ def neighbour(slots: Path, mb: float, until: str, marker: Path | None = None,
     code = textwrap.dedent(f"""
         import os, sys, time, json
         from pathlib import Path
-        from solforge.bench.admission import DeviceLedger
+        from solforge.bench.judge.admission import DeviceLedger
         led = DeviceLedger("cpu", capacity={mb * 4})
         t = led.admit({mb})
         marker = {str(marker) if marker else None!r}
@@ -107,7 +107,7 @@ def test_an_alone_ticket_drains_the_device_and_keeps_newcomers_out(slots, tmp_pa
     left_at = float(other.communicate(timeout=10)[0].split()[-1])
     assert alone.neighbours == 0 and time.time() >= left_at
     # a newcomer that fits by size still waits while the device is held alone
-    code = ("from solforge.bench.admission import DeviceLedger; import time; "
+    code = ("from solforge.bench.judge.admission import DeviceLedger; import time; "
             "t = DeviceLedger('cpu', capacity=10_000).admit(10); print(time.time())")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     late = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from solforge.bench import quiet
+from solforge.bench.runner import quiet
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from tests.conftest import PROBLEMS, SOLUTIONS
 
 DEVICE = "cuda:7"  # a registry of its own: nothing else in the tests uses it

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from solforge.bench import slots
-from solforge.bench.judge import SPARES_ENV, Judge, spare_count
+from solforge.bench.measure import slots
+from solforge.bench.judge.state import SPARES_ENV, Judge, spare_count
 
 
 def test_spare_count_follows_the_device_and_the_override(monkeypatch):
@@ -81,7 +81,7 @@ def test_processes_with_different_caches_share_the_devices_slot(tmp_path, monkey
     # while the slot lived in the cache, and honest solutions were flagged off_device_work
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "mine"))
     monkeypatch.delenv(slots.SLOTS_ENV, raising=False)
-    probe = ("import time\nfrom solforge.bench import slots\n"
+    probe = ("import time\nfrom solforge.bench.measure import slots\n"
              "try:\n    with slots.device_slot('cpu', timeout_s=0.5): print('took it')\n"
              "except TimeoutError: print('queued')\n")
     env = {**os.environ, "SOLFORGE_CACHE": str(tmp_path / "theirs")}
@@ -95,7 +95,7 @@ def test_processes_with_different_caches_share_the_devices_slot(tmp_path, monkey
 
 
 def test_a_runner_is_told_its_judges_slot_directory(tmp_path, monkeypatch):
-    from solforge.bench.sandbox import runner_env
+    from solforge.bench.runner.sandbox import runner_env
 
     monkeypatch.setenv(slots.SLOTS_ENV, str(tmp_path / "slots"))
     env = runner_env("cpu", tmp_path / "work", {})
@@ -130,8 +130,8 @@ def test_each_workload_compiles_afresh_in_the_runner(tmp_path, monkeypatch):
     import torch._dynamo
     from torch._dynamo.backends.registry import register_backend
 
-    from solforge.bench import inputs as I
-    from solforge.bench.runner import Runner
+    from solforge.bench.measure import inputs as I
+    from solforge.bench.runner.process import Runner
     from tests.conftest import PROBLEMS
 
     compiles: list[int] = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from tests.conftest import FIXTURES, PROBLEMS, SOLUTIONS
 
 TINY = PROBLEMS / "tiny_linear.py"
@@ -149,7 +149,7 @@ def test_held_out_workloads_only_in_full_verdict(ev):
 
 
 def test_plain_kernelbench_file(ev):
-    from solforge.bench.reference_solution import reference_solution
+    from solforge.bench.judge.reference_solution import reference_solution
     from solforge.problems import load_problem
 
     p = load_problem(PROBLEMS / "kb_relu.py")
@@ -173,7 +173,7 @@ def hold_slot(device: str, seconds: float):
     import sys
 
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom solforge.bench import slots\n"
+        [sys.executable, "-c", "import time\nfrom solforge.bench.measure import slots\n"
          f"with slots.device_slot({device!r}):\n    print('held', flush=True)\n"
          f"    time.sleep({seconds})\n"],
         stdout=subprocess.PIPE, text=True)
@@ -211,7 +211,7 @@ def test_a_wait_for_the_devices_slot_is_its_own_phase_and_not_the_candidates_tim
 def test_slot_clock_stands_still_while_waiting(tmp_path, monkeypatch):
     import time
 
-    from solforge.bench import slots
+    from solforge.bench.measure import slots
 
     monkeypatch.setenv("SOLFORGE_SLOTS", str(tmp_path))
     holder = hold_slot("cuda:7", 3)
@@ -231,7 +231,7 @@ def test_the_judges_own_work_stops_the_candidates_clock_once(tmp_path, monkeypat
     backwards)."""
     import time
 
-    from solforge.bench import slots
+    from solforge.bench.measure import slots
 
     c0 = slots.clock()
     with slots.not_the_candidates_time():

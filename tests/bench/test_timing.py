@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.reference_solution import reference_solution
-from solforge.bench.timing import TimingConfig, fresh_inputs, measure
+from solforge.records.options import EvalOptions
+from solforge.bench.judge.reference_solution import reference_solution
+from solforge.bench.measure.timing import TimingConfig, fresh_inputs, measure
 from solforge.problems import load_problem
 from tests.conftest import PROBLEMS
 

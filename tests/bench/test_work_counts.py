@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from solforge.bench.work_counts import counted_once
+from solforge.bench.baselines.work_counts import counted_once
 from solforge.problems import find_builtin
 from solforge.sol.work import Work
 

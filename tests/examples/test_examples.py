@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from solforge.problems import find_builtin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "solutions"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
+from solforge.records.options import EvalOptions
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import load_problem
 from solforge.search import SearchConfig, run_search_worker

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from solforge.bench import inputs as I
+from solforge.bench.measure import inputs as I
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import EvaluationRecord, Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.orchestrate.verify import FRESH_SEEDS, final_verification, reverified
 from solforge.problems import load_problem

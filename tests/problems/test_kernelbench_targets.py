@@ -198,9 +198,9 @@ def test_optimize_reports_broken_files_and_runs_the_rest(tmp_path):
 
 def test_a_small_level3_model_is_evaluated_under_its_kernelbench_name():
     from solforge.bench.evaluator import Evaluator
-    from solforge.bench.options import EvalOptions
-    from solforge.bench.records import Status
-    from solforge.bench.reference_solution import reference_solution
+    from solforge.records.options import EvalOptions
+    from solforge.records.evaluation import Status
+    from solforge.bench.judge.reference_solution import reference_solution
 
     (p,), _ = resolve_target(f"{KB}/KernelBench/level3:32")
     with Evaluator(EvalOptions(device="cpu", baselines=["eager"], timeout_s=120)) as ev:

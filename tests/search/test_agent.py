@@ -11,7 +11,7 @@ import pytest
 
 import solforge.search.candidates as candidates_module
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
+from solforge.records.options import EvalOptions
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import find_builtin, load_problem
@@ -321,7 +321,7 @@ def test_every_candidate_failing_its_final_verdict_exhausts_the_problem(tmp_path
 def test_the_search_budget_charges_the_candidates_phases_not_the_set_up():
     """On the H200 the first candidate's evaluation spent 10-23 s waiting for a runner and
     11-17 s preparing baselines: charged in full, it used up a 45 s budget alone."""
-    from solforge.bench.records import EvaluationRecord, Status
+    from solforge.records.evaluation import EvaluationRecord, Status
     from solforge.search.budget import charged_seconds
 
     rec = EvaluationRecord(problem="p", solution="s", status=Status.PASSED, phase_seconds={

@@ -170,7 +170,7 @@ def test_cuda_graphed_forward_runs_eagerly_on_cpu_inputs():
 def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last():
     # on the H200 a 50 s budget ran out on the reference and a CUDA-graph candidate while
     # torch.compile was 10x faster than eager (rmsnorm_gemma2): no compiled candidate ran
-    from solforge.bench.records import EvaluationRecord, Status
+    from solforge.records.evaluation import EvaluationRecord, Status
     from solforge.search.candidates import reorder_after_reference
 
     cands, _ = generate_candidates(search_context(find_builtin("rmsnorm_gemma2"), "cuda"))
@@ -199,7 +199,7 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
 def test_after_the_reference_the_native_lowp_gemm_comes_before_compiled_candidates():
     # on the H200 on 2026-12-02 the promoted compiled candidates took a four-candidate
     # budget's last slots and the FP8 GEMM on its own tensor cores never ran
-    from solforge.bench.records import EvaluationRecord, Status
+    from solforge.records.evaluation import EvaluationRecord, Status
     from solforge.search.candidates import reorder_after_reference
 
     cands, _ = generate_candidates(search_context(find_builtin("fp8_gemm_per_tensor_llama3"),
@@ -211,7 +211,7 @@ def test_after_the_reference_the_native_lowp_gemm_comes_before_compiled_candidat
 
 
 def test_slow_compile_reason_reads_the_references_record():
-    from solforge.bench.records import EvaluationRecord, WorkloadResult
+    from solforge.records.evaluation import EvaluationRecord, WorkloadResult
     from solforge.search.candidates import slow_compile_reason
 
     def rec(baseline_s: float, message: str = "") -> EvaluationRecord:

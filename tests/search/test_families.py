@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from solforge.bench.evaluator import Evaluator
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status
 from solforge.problems import find_builtin
 from solforge.search.candidates import generate_candidates, search_context
 

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 import torch
 
-from solforge.bench.compare import as_list
-from solforge.bench.inputs import build_model, init_args, make_inputs
+from solforge.bench.measure.compare import as_list
+from solforge.bench.measure.inputs import build_model, init_args, make_inputs
 from solforge.problems import builtin_problems, find_builtin, load_problem
 from solforge.problems.loader import import_file
 from solforge.search.emit import BASE_IMPORTS, standalone_file

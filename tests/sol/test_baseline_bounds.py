@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from solforge.bench import inputs as I
+from solforge.bench.measure import inputs as I
 from solforge.problems import Problem, builtin_problems
 from solforge.problems.loader import import_file
 from solforge.sol import MathFlags, Work, compute_time, count_work, faster_than_sol, sol_time

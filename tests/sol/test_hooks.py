@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from solforge.bench.options import EvalOptions
-from solforge.bench.records import Status, WorkloadResult
+from solforge.records.options import EvalOptions
+from solforge.records.evaluation import Status, WorkloadResult
 from solforge.problems import find_builtin
 from solforge.problems.loader import import_file
 from solforge.problems.spec import call_with_params

@@ -6,13 +6,12 @@ import math
 
 import pytest
 
-from solforge.bench.records import EvaluationRecord, Status, WorkloadResult
+from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult, speedup_vs_best
 from solforge.sol import (
     Work,
     annotate,
     baseline_time,
     load_profile,
-    speedup_vs_best,
     summarize,
 )
 

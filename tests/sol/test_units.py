@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from solforge.bench.records import WorkloadResult
+from solforge.records.evaluation import WorkloadResult
 from solforge.sol import (
     DeviceProfile,
     MathFlags,

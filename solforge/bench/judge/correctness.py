@@ -1,0 +1,132 @@
+"""The first half of a workload's verdict on the trusted side: correctness.
+
+:func:`correctness_trials`: ``trials`` rounds, each with fresh inputs from its own seed and
+the next of the problem's input distributions; the reference runs first on its own clone;
+the candidate gets another clone through the channel; its outputs are compared
+(``compare.py``); the inputs it was given must be unchanged afterwards; the first trial
+also checks the reference is deterministic, runs the candidate a second time on the same
+input and compares the two within the problem's tolerance (atomics and split-K may differ
+in the last bits; uninitialised memory or a race differs by more: ``nondeterministic``),
+and measures both against a float64 run.
+
+Not covered: inputs outside the problem's distributions (``gen.py``); the timed calls'
+outputs are checked in the second half (``bench/judge/performance.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from solforge.bench.judge import probes
+from solforge.bench.judge.context import WorkloadContext
+from solforge.bench.judge.outcome import fail, hacked, owned, runner_failed, unchanged
+from solforge.bench.measure import inputs as I
+from solforge.bench.measure.compare import as_list, compare_outputs, same_outputs
+from solforge.bench.runner.handle import RunnerFailure
+from solforge.records import Status
+
+GOLDEN_MAX_ELEMENTS = 1 << 26
+
+
+def _golden(ref: Any, inputs: list[Any], seed: int, ref_out: Any, out: list[Any]
+            ) -> tuple[float | None, float | None]:
+    """Max abs error of the reference and of the candidate against a float64 reference."""
+    refs = as_list(ref_out)
+    n = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
+    params = sum(p.numel() for p in ref.parameters()) if isinstance(ref, torch.nn.Module) else 0
+    if n == 0 or n > GOLDEN_MAX_ELEMENTS or params > GOLDEN_MAX_ELEMENTS:
+        return None, None
+    if any(isinstance(r, torch.Tensor) and not r.is_floating_point() for r in refs):
+        return None, None
+    try:
+        g = copy.deepcopy(ref).double()
+        x64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+               for x in inputs]
+        gold = as_list(I.run_forward(g, x64, seed))
+        e_ref = max(float((r.double() - q.double()).abs().max()) for r, q in zip(refs, gold))
+        e_out = max(float((o.double() - q.double()).abs().max()) for o, q in zip(out, gold))
+        return e_ref, e_out
+    except Exception:
+        return None, None
+
+
+def correctness_trials(ctx: WorkloadContext) -> Status | None:
+    """Run the trials; return the failing status, or None when all passed."""
+    problem, ref, res, seed, device = ctx.problem, ctx.ref, ctx.res, ctx.seed, ctx.device
+    dists = problem.distributions
+    for t in range(ctx.opts.trials):
+        s = (seed + 7919 * t) % (2**31)
+        dist = dists[t % len(dists)]
+        try:
+            x = I.make_inputs(ctx.module, ctx.workload.params, s, dist, device)
+            ref_out = I.run_forward(ref, I.clone_all(x), s)
+            I.synchronize(device)
+            if t == 0:
+                again = I.run_forward(ref, I.clone_all(x), s)
+                if not same_outputs(ref_out, again):
+                    # GPU kernels with atomics or split reductions (attention with split-KV,
+                    # index_add, scatter) differ in the last bits from run to run; only a
+                    # difference beyond the tolerance makes the reference unusable
+                    drift = compare_outputs(again, ref_out, problem, x)
+                    if not drift.ok:
+                        return fail(res, Status.INVALID_REFERENCE,
+                                    "the reference gives two different answers to the same "
+                                    "input (even with the RNG reseeded before each forward): "
+                                    f"{drift.message}")
+                    res.message = ("the reference is not bitwise deterministic (run-to-run "
+                                   f"difference up to {drift.max_abs_error:.3g}, within the "
+                                   "tolerance)")
+        except Exception as e:
+            return fail(res, Status.INVALID_REFERENCE,
+                        f"the reference failed: {type(e).__name__}: {e}")
+        sent = I.clone_all(x)
+        try:
+            reply = ctx.ask({"op": "run", "inputs": sent, "seed": s})
+        except RunnerFailure as e:
+            return runner_failed(res, e)
+        out = owned(reply["outputs"])
+        if "lazy_output" in reply.get("flags", []):
+            return hacked(res, "lazy_output", "an output is a tensor subclass, not a plain "
+                         "torch.Tensor (outputs must be materialised when the call returns)")
+        after = sent if device.type == "cuda" else reply.get("inputs_after") or sent
+        if not unchanged(x, after):
+            return hacked(res, "input_mutation", "the solution modified its inputs in place")
+        cmp = compare_outputs(out, ref_out, problem, x)
+        if cmp.note and cmp.note not in res.message:  # index outputs a plain file implies
+            res.message = "; ".join(m for m in (res.message, cmp.note) if m)
+        if t == 0 and cmp.ok:
+            status = _second_run(ctx, x, s, out, ref_out)
+            if status is not None:
+                return status
+        res.trials = t + 1
+        res.max_abs_error = max(res.max_abs_error or 0.0, cmp.max_abs_error)
+        res.max_rel_error = max(res.max_rel_error or 0.0, cmp.max_rel_error)
+        res.mismatch_ratio = max(res.mismatch_ratio or 0.0, cmp.mismatch_ratio)
+        if t == 0:
+            res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
+                ref, x, s, ref_out, out)
+        if not cmp.ok:
+            return fail(res, cmp.status, f"trial {t + 1} ({dist} inputs): {cmp.message}")
+    res.correct = True
+    res.status = Status.PASSED
+    return None
+
+
+def _second_run(ctx: WorkloadContext, x: list[Any], seed: int, first: list[Any],
+                ref_out: Any) -> Status | None:
+    """The same input again: the two answers must agree within the tolerance."""
+    try:
+        again = owned(ctx.ask({"op": "run", "inputs": I.clone_all(x), "seed": seed})["outputs"])
+    except RunnerFailure as e:
+        return runner_failed(ctx.res, e)
+    # index outputs select from the reference's outputs, never from the candidate's own
+    cmp = compare_outputs(again, first, ctx.problem, x, reference=ref_out)
+    if cmp.ok:
+        return None
+    return probes.flag(ctx.res, "nondeterministic",
+                       f"two calls on the same input disagree beyond the tolerance "
+                       f"({cmp.message}): uninitialised memory, a race, or state carried "
+                       "from one call to the next", Status.INCORRECT_NUMERICAL)
