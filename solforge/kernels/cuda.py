@@ -1,7 +1,7 @@
 """The fast CUDA C++ path: raw kernels compiled by NVRTC, launched on torch tensors.
 
 ``torch.utils.cpp_extension.load_inline`` builds a whole Python extension with nvcc and a
-host compiler (about 28 s cold on the H200 here). Most candidate kernels need none of
+host compiler (about 28 s cold, benchmarks/results/2026-11-30-h200). Most candidate kernels need none of
 that: a ``__global__`` function and a launch. This module compiles CUDA C++ (inline PTX
 included) to a cubin with NVRTC in well under a second, caches it by content hash, and
 launches it through the CUDA driver API on the current torch stream::
