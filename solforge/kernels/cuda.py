@@ -1,10 +1,10 @@
 """The fast CUDA C++ path: raw kernels compiled by NVRTC, launched on torch tensors.
 
-``torch.utils.cpp_extension.load_inline`` builds a whole Python extension with nvcc and a
-host compiler (about 28 s cold on the H200 here). Most candidate kernels need none of
-that: a ``__global__`` function and a launch. This module compiles CUDA C++ (inline PTX
-included) to a cubin with NVRTC in well under a second, caches it by content hash, and
-launches it through the CUDA driver API on the current torch stream::
+``torch.utils.cpp_extension.load_inline`` builds a whole Python extension with nvcc and a host
+compiler (about 28 s cold, benchmarks/results/2026-11-30-h200). Most candidate kernels need
+none of that: a ``__global__`` function and a launch. This module compiles CUDA C++ (inline PTX
+included) to a cubin with NVRTC in well under a second, caches it by content hash, and launches
+it through the CUDA driver API on the current torch stream::
 
     from solforge.kernels import cuda
 
@@ -20,6 +20,7 @@ Kernels must be ``extern "C"`` (no C++ name mangling). Argument types are read f
 kernel's declaration: pointers take tensors (their data pointer) or integers; ``int``,
 ``unsigned``, ``int64_t``/``long long``, ``size_t``, ``float``, ``double`` and ``bool`` take
 Python numbers. Pass ``signature=`` to override (e.g. for templated or macro-built code).
+A launch with ``shared_mem=`` above 48 KB needs ``kern.set_max_dynamic_shared(nbytes)`` first.
 
 The target architecture is, in order: ``arch=``, ``$SOLFORGE_CUDA_ARCH`` (the judge sets
 it for build steps on machines without a GPU), the current GPU's, else ``sm_90``.

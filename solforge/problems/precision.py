@@ -67,10 +67,6 @@ def get_precision(name: str) -> PrecisionClass:
         raise ValueError(f"unknown precision class {name!r}; use one of: {known}") from None
 
 
-def precisions() -> list[PrecisionClass]:
-    return list(_REGISTRY.values())
-
-
 register_precision(PrecisionClass(
     name="fp32", atol=1e-4, rtol=1e-4, unit="fp32",
     description="fp32 exact: IEEE fp32 arithmetic, no TF32 admitted (ops PyTorch runs on "

@@ -6,7 +6,7 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
 
     SOLFORGE = {
         "name": "rmsnorm_llama3",            # defaults to the file's stem
-        "category": "L1",                    # L1, L2, quant, attention, ... (see CATEGORIES)
+        "category": "L1",                    # L1, L2, quant, attention, ...; a target may name one
         "models": ["Llama 3 8B"],            # the real model(s) the shapes come from
         "precision": "bf16",                 # a precision class (precision.py)
         "description": "...",
@@ -49,9 +49,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from solforge.problems.precision import PrecisionClass, get_precision
-
-CATEGORIES = ("L1", "L2", "L3", "L4", "quant", "attention", "kernelbench", "other")
-
 
 class Workload(BaseModel):
     """One named set of shapes/dtypes/init args for a problem."""

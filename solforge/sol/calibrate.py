@@ -3,8 +3,8 @@
 - Bandwidth: a large device-to-device copy, counting the bytes read plus the bytes written.
   The buffer is many times the last-level cache, so the copy streams from DRAM.
 - Peak per unit: a large square matmul on random data (never zeros: tensor cores draw less
-  power on zeros and clock higher, which overstates the rate; an H200 gave 894 TFLOP/s in
-  bf16 on zeros against 788 on random data). CUDA: fp32 with TF32 off (the
+  power on zeros and clock higher, which overstates the rate: bf16 894 against 788 TFLOP/s,
+  benchmarks/results/2026-11-30-h200). CUDA: fp32 with TF32 off (the
   SIMT rate, also the bound for elementwise work), tf32, bf16, fp16, fp8 through
   ``torch._scaled_mm`` and int8 through ``torch._int_mm`` where this GPU and PyTorch have them.
   CPU: fp32, and bf16 where it runs.
@@ -40,13 +40,13 @@ from solforge.sol.profile import DeviceProfile
 GiB = 1024**3
 MiB = 1024**2
 
-# How far a calibrated rate may sit under what the unit sustains on other shapes: the five
-# calibrations of session 10 on the H200 (benchmarks/results/2026-12-02-h200-s10) measured
-# bf16 at 774-804 TFLOP/s on 8192^3 GEMMs, and cuBLAS's bf16 GEMM of linear_llama3_8b_down's
-# prefill_m8192 (M 8192, K 14336, N 4096) ran at 826 TFLOP/s in that session: 6.3% over
-# the slowest. Calibration now takes that long-K shape too; the slack stays for tables
-# calibrated before (the recorded ones) and for shapes faster still. A wrong unit is off by
-# 2x or more; the faster-than-light check's margin (IMPOSSIBLE_FRACTION) covers the rest.
+# How far a calibrated rate may sit under what the unit sustains on other shapes: 8%.
+# Measured: bf16 8192^3 calibrations at 774-804 TFLOP/s against 826 for cuBLAS's bf16 GEMM
+# of linear_llama3_8b_down's prefill_m8192 (M 8192, K 14336, N 4096), 6.3% over the slowest
+# (benchmarks/results/2026-12-02-h200-s10, calibration-call*.json and the runs' eager_ms).
+# The slack covers tables calibrated on the square shape alone (those recorded there) and
+# shapes faster than either. A wrong unit is off by 2x or more; the faster-than-light
+# check's margin (IMPOSSIBLE_FRACTION) covers the rest.
 CALIBRATION_SHORTFALL = 0.08
 
 
@@ -76,8 +76,8 @@ def _calibrate_cuda(dev: torch.device, quick: bool) -> DeviceProfile:
         n = 4096 if quick else 8192
         peaks: dict[str, float] = {}
         # a square GEMM and a long-K one (a Llama MLP's down projection has K 14336): the
-        # unit's rate is the faster of the two; on the square shape alone the H200's bf16
-        # calibrated 3-6% under what cuBLAS reached on the long-K one (session 10)
+        # unit's rate is the faster of the two; the square shape alone calibrates bf16 3-6%
+        # under cuBLAS's long-K rate (benchmarks/results/2026-12-02-h200-s10)
         for m, k, nn in ((n, n, n), (n, 2 * n, n // 2)):
             for unit, make in _cuda_gemms(dev, (m, k, nn), props).items():
                 try:
@@ -105,10 +105,11 @@ def _drop_slow_low_precision(peaks: dict[str, float]) -> list[str]:
     """Drop an fp8 or int8 rate measured below the bf16 rate, and say why.
 
     On every NVIDIA GPU with these units they are at least as fast as bf16; a slower reading
-    means PyTorch's entry point does not drive the unit well (``torch._int_mm`` reaches about
-    130 TOP/s on an H200, against ~1,500 for fp8). Kept, it would set the bound far too high
-    and flag honest int8 kernels as faster than light; dropped, that unit's work is bounded by
-    the next faster unit the profile has (``roofline._FALLBACK``).
+    means PyTorch's entry point does not drive the unit well (``torch._int_mm``: 127-128
+    TOP/s against 1,468 TFLOP/s for fp8, benchmarks/results/2026-11-30-h200). Kept, it
+    would set the bound far too high and flag honest int8 kernels as faster than light;
+    dropped, that unit's work is bounded by the next faster unit the profile has
+    (``roofline._FALLBACK``).
     """
     notes, bf16 = [], peaks.get("bf16")
     for unit in ("fp8", "int8"):

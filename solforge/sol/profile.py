@@ -28,10 +28,6 @@ from solforge.sol.devices import DeviceSpec, match_device
 
 PROFILE_SCHEMA = "solforge.device/1"
 
-# Units a profile holds rates for: the precision classes' ``unit`` values plus fp4
-# (``roofline`` derives 3xTF32, the memory-efficient SDPA kernel's fp32 unit, from tf32).
-UNITS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-
 
 class DeviceProfile(BaseModel):
     """The ceilings of one device: peak rate per unit, DRAM bandwidth, launch floor, cache."""
@@ -42,8 +38,9 @@ class DeviceProfile(BaseModel):
     name: str = Field(description="the device name PyTorch reports, or 'cpu'")
     source: Literal["table", "calibrated"]
     peaks_tflops: dict[str, float] = Field(
-        description="dense peak per unit in TFLOP/s (TOP/s for int8); 'fp32' is the plain "
-        "SIMT rate, also used for elementwise and reduction work")
+        description="dense peak per unit (fp32, tf32, bf16, fp16, fp8, int8, fp4) in TFLOP/s "
+        "(TOP/s for int8); 'fp32' is the plain SIMT rate, also used for elementwise and "
+        "reduction work")
     bandwidth_gbs: float = Field(description="DRAM bandwidth in GB/s (1e9 bytes), read + write")
     empty_kernel_ms: float | None = Field(
         None, description="device time of an empty kernel (CPU: of a trivial op call); the "

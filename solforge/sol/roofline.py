@@ -13,13 +13,13 @@ S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
 
 The unit of each part of the tensor work (:func:`tensor_terms`) is the fastest of: the units
 PyTorch's own kernels may use for that op family and data type under the settings in force
-(``units.py``: TF32 for cuDNN's fp32 convolutions by default), the unit the problem admits
-(its precision class, or its ``sol_unit``), and the fp32 SIMT rate. The measurement that
-made this rule: KernelBench level 2's ``1_Conv2D_ReLU_BiasAdd`` (fp32) bounded at the fp32
-SIMT rate was 5.85 ms on the H200, and the honest torch.compile baseline ran cuDNN's TF32
-kernels in 1.63 ms. Tensor FLOPs no part accounts for (a declared count) are bounded at the
-fastest unit any of the counted parts may use, or, with no parts at all, any op family on
-fp32 data.
+(``units.py``: TF32 for cuDNN's fp32 convolutions by default), the unit the problem admits (its
+precision class, or its ``sol_unit``), and the fp32 SIMT rate: bounded at the fp32 SIMT rate
+alone, KernelBench level 2's ``1_Conv2D_ReLU_BiasAdd`` (fp32) had a 5.85 ms bound under an
+honest 1.63 ms torch.compile baseline on cuDNN's TF32 kernels
+(benchmarks/results/2026-12-03-h200-s12). Tensor FLOPs no part accounts for (a declared count)
+are bounded at the fastest unit any of the counted parts may use, or, with no parts at all, any
+op family on fp32 data.
 
 Not covered: overlap limits (a real kernel rarely reaches both ceilings at once), on-chip
 bandwidth (shared memory, L2) and latency bounds other than the empty-kernel floor, exact

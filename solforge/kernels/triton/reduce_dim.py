@@ -4,16 +4,15 @@ as MoE layers combine their top-k expert outputs (``[tokens, top_k, hidden].sum(
 
 Each program takes one ``a`` and a tile of ``B`` columns and walks the ``K`` rows, adding
 in fp32, so every read is a contiguous tile. A generic reduction kernel picks one layout for
-every shape: on the H200 on 2026-12-02, eager PyTorch took 3x the bytes' time for
-``[8192, 2, 4096]`` bf16 and torch.compile 4.5x for ``[4096, 8, 7168]``.
+every shape and misses on some: eager PyTorch at 3x the bytes' time for ``[8192, 2, 4096]``
+bf16, torch.compile at 4.5x for ``[4096, 8, 7168]`` (benchmarks/results/2026-12-02-h200-s10).
 
-Not covered: splitting ``K`` over programs, so few ``a`` x column tiles run on few SMs,
-each walking all of ``K`` (on the H200 on 2026-12-02 ViT-L's batch-1 token mean took
-0.025 ms, torch.compile's split reduction 0.003 ms; at batch 256 0.059 against 0.054); the
-last dim (the row kernels do that), several dims at once, ``keepdim``,
-a ``dtype`` argument, integer inputs; sums in fp32 in order over ``K``, where PyTorch's
-order differs: the results may differ in the last bits of fp32 (and round the same way to
-fp16/bf16 but for rare ties).
+Not covered: splitting ``K`` over programs, so few ``a`` x column tiles run on few SMs, each
+walking all of ``K`` (ViT-L's batch-1 token mean: 0.025 ms against torch.compile's split
+reduction's 0.003 ms; benchmarks/results/2026-12-02-h200-s10); the last dim (the row kernels do
+that), several dims at once, ``keepdim``, a ``dtype`` argument, integer inputs; sums in fp32 in
+order over ``K``, where PyTorch's order differs: the results may differ in the last bits of
+fp32 (and round the same way to fp16/bf16 but for rare ties).
 """
 
 from __future__ import annotations

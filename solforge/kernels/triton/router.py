@@ -8,14 +8,14 @@ then k rounds of "largest probability, lowest index among equals", as ``torch.to
 (sorted, largest) returns them in descending order.
 
 Not covered: more than 4096 experts (a row is held in registers); ``sorted=False`` or
-``largest=False``; grouped routing (DeepSeek-V3's group-limited top-k with a score
-correction bias) and sigmoid scoring; probabilities that tie exactly, where ``torch.topk``'s
-order between equal values is not specified (this kernel takes the lower index first).
-The probabilities are PyTorch's fp32 values with subnormals kept (a logit 87 or more below
-its row's largest: on the H200 on 2026-12-02, 12 of 65,536 expert ids of DBRX's 16k-token
-workload with outlier inputs differed while the GPU's fp32 exp flushed them to zero),
-computed in fp64 and rounded once each; PyTorch's own ``expf`` may differ by an ulp, so
-two probabilities within an ulp of each other may still come out in the other order.
+``largest=False``; grouped routing (DeepSeek-V3's group-limited top-k with a score correction
+bias) and sigmoid scoring; probabilities that tie exactly, where ``torch.topk``'s order between
+equal values is not specified (this kernel takes the lower index first). The probabilities are
+PyTorch's fp32 values with subnormals kept (a logit 87 or more below its row's largest; the
+GPU's fp32 exp flushes those to zero, which changed 12 of 65,536 expert ids of DBRX's 16k-token
+workload with outlier inputs, benchmarks/results/2026-12-02-h200-s10), computed in fp64 and
+rounded once each; PyTorch's own ``expf`` may differ by an ulp, so two probabilities within an
+ulp of each other may still come out in the other order.
 """
 
 from __future__ import annotations

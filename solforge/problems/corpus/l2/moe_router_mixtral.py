@@ -3,11 +3,11 @@ top-k, renormalize the k weights, cast them to the activation dtype.
 
 The router logits are given in fp32 (the gate GEMM's accumulator, as vLLM and Megatron keep
 them). The expert ids are judged by the probabilities they select (``index_outputs``), not
-compared exactly: two correct routers may break a tie or a near-tie differently. On the H200
-a kept winner failed a later check on 2 of 65536 ids (uniform inputs), flipped by near-ties
-of the probabilities. Ties also happen where probabilities underflow to zero (a logit 104
-or more below its row's largest, as outlier inputs give), where ``torch.topk`` orders equal
-values as its sort happens to: both ids then select 0.
+compared exactly: two correct routers may break a tie or a near-tie differently (near-ties
+flipped 2 of 65,536 ids of a kept winner on uniform inputs; docs/EVALUATOR.md, "One
+evaluation"). Ties also happen where probabilities underflow to zero (a logit 104 or more
+below its row's largest, as outlier inputs give; benchmarks/results/2026-12-02-h200-s10),
+where ``torch.topk`` orders equal values as its sort happens to: both ids then select 0.
 """
 
 import torch
