@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from solforge.bench.judge.guard import EvaluatorTampered, solforge_digest
-from solforge.records.options import EvalOptions
-from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.problems.spec import Problem
+from solforge.records.evaluation import EvaluationRecord, Status
+from solforge.records.options import EvalOptions
 
 
 class Evaluator:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.judge.guard import EvaluatorTampered
-from solforge.records.options import EvalOptions
-from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.bench.judge.reference_solution import reference_solution
 from solforge.problems.spec import Problem
+from solforge.records.evaluation import EvaluationRecord, Status
+from solforge.records.options import EvalOptions
 
 
 class SuiteStopped(RuntimeError):

@@ -7,8 +7,8 @@ be added within a schema version; renaming or removing one bumps the version.
 
 from __future__ import annotations
 
-from enum import Enum
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, Field

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from solforge.records.evaluation import EvaluationRecord, speedup_vs_best
-from solforge.records.figures import geomean
+from solforge.records.figures import geomean, median
 from solforge.sol.annotate import BASELINES, Baseline, baseline_time, workload_score
 from solforge.sol.profile import load_profile
 
@@ -100,7 +100,7 @@ def summarize(records: list[EvaluationRecord], device: str, agent: str | None = 
         "fast_1_vs_eager": fast["eager"] / n if n else None,
         "fast_1_vs_compile": fast["compile"] / n if n else None,
         "fast_2_vs_best": fast["best"] / n if n else None,
-        "sol_score_median": statistics.median(sol_scores) if sol_scores else None,
+        "sol_score_median": median(sol_scores),
         "sol_score_mean": statistics.fmean(sol_scores) if sol_scores else None,
     }
     for key in ("eager", "compile", "best"):

@@ -73,7 +73,7 @@ def _run_in_copy(tmp_path: Path, hack: str) -> list[dict]:
 @pytest.mark.parametrize("hack, changed", [("evaluator_tamper.py", "compare.py"),
                                            ("pyc_poison.py", "compare.cpython")])
 def test_tampering_is_caught_and_the_judge_refuses_afterwards(tmp_path, hack, changed):
-    real = ROOT / "solforge" / "bench" / "compare.py"
+    real = ROOT / "solforge" / "bench" / "measure" / "compare.py"
     before = _digest(real)
     honest, tampered, after = _run_in_copy(tmp_path, hack)
     assert _digest(real) == before  # the repository was never the target
@@ -167,3 +167,19 @@ def test_problem_files_are_guarded_but_may_be_cleaned_up(tmp_path):
 def test_unchanged_installation_reports_nothing():
     g = FileGuard()
     assert g.changed() == []
+
+
+def test_the_layers_a_verdict_rests_on_are_guarded():
+    """The record format, the knobs module and every package below the evaluator are in
+    the guard's roots (docs/ARCHITECTURE.md); a change to any of them is seen."""
+    import solforge
+    from solforge.bench.judge.guard import package_roots
+
+    base = Path(solforge.__file__).resolve().parent
+    roots = set(package_roots())
+    for part in ("bench", "sol", "problems", "kernels", "records", "env.py", "__init__.py"):
+        assert base / part in roots, part
+    watched = FileGuard(libraries=[], hooks=[]).manifest
+    for f in (base / "records" / "evaluation.py", base / "env.py",
+              base / "bench" / "judge" / "pipeline.py", base / "bench" / "runner" / "process.py"):
+        assert str(f) in watched, f

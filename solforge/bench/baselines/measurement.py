@@ -26,8 +26,14 @@ from solforge.bench.baselines.cache import (
     unavailable_key,
 )
 from solforge.bench.measure import inputs as I
-from solforge.bench.measure.timing import RETAIN_BYTES, Timing, TimingConfig, batch_size, \
-    fresh_inputs, measure
+from solforge.bench.measure.timing import (
+    RETAIN_BYTES,
+    Timing,
+    TimingConfig,
+    batch_size,
+    fresh_inputs,
+    measure,
+)
 from solforge.records import EvalOptions, WorkloadResult, median
 
 if TYPE_CHECKING:

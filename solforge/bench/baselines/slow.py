@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from solforge.bench.baselines.cache import BaselineCache, cached_entries, label, workload_key
+from solforge.bench.baselines.cache import (
+    BaselineCache,
+    cached_entries,
+    label,
+    workload_key,
+)
 from solforge.records import EvalOptions, WorkloadResult
 
 if TYPE_CHECKING:

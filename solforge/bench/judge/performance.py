@@ -32,7 +32,12 @@ from solforge.bench.measure import inputs as I
 from solforge.bench.measure import pinning
 from solforge.bench.measure.compare import as_list, compare_outputs
 from solforge.bench.measure.slots import device_slot, not_the_candidates_time
-from solforge.bench.measure.timing import RETAIN_BYTES, TimingConfig, batch_size, fresh_inputs
+from solforge.bench.measure.timing import (
+    RETAIN_BYTES,
+    TimingConfig,
+    batch_size,
+    fresh_inputs,
+)
 from solforge.bench.runner import quiet
 from solforge.bench.runner.handle import RunnerFailure
 from solforge.records import EvalOptions, Status, median

@@ -45,8 +45,14 @@ from solforge.bench.policy.solution import SolutionError, get_language, load_sol
 from solforge.bench.runner.handle import RunnerFailure
 from solforge.problems.loader import import_file, load_problem
 from solforge.problems.spec import Problem, ProblemError, Workload
-from solforge.records import EvalOptions, EvaluationRecord, Finding, MemoryPlan, Status, \
-    WorkloadResult
+from solforge.records import (
+    EvalOptions,
+    EvaluationRecord,
+    Finding,
+    MemoryPlan,
+    Status,
+    WorkloadResult,
+)
 
 # The phase an evaluation is in while it waits for room on the device (``admission.py``)
 MEMORY_WAIT = "memory_wait"

@@ -24,7 +24,12 @@ from __future__ import annotations
 
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.measure import inputs as I
-from solforge.bench.policy.rules import AtenTrace, aten_trace, coverage_finding, reference_finding
+from solforge.bench.policy.rules import (
+    AtenTrace,
+    aten_trace,
+    coverage_finding,
+    reference_finding,
+)
 from solforge.bench.runner.handle import RunnerFailure, RunnerHandle
 from solforge.records import Finding, Status, WorkloadResult
 

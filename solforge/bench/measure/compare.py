@@ -45,9 +45,9 @@ from typing import Any
 
 import torch
 
-from solforge.records.evaluation import Status
 from solforge.problems.precision import INT_CODE_STEPS, PrecisionClass, output_tolerance
 from solforge.problems.spec import IndexOutput, Problem
+from solforge.records.evaluation import Status
 
 _CHUNK = 1 << 24
 

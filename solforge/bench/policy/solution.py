@@ -1,9 +1,9 @@
 """The solution noun: a ``.py`` file defining ``ModelNew``, and the language it is written in.
 
 Languages live in one registry that built-ins and plug-ins share
-(:func:`register_language`). Each says how to recognise it in a file's imports, what
-environment its runner needs (Triton's interpreter on a CPU), whether it builds
-ahead of the GPU slot (CUDA C++ and CuTe DSL compile in a separate sandboxed build step
+(:func:`register_language`). Each says how to recognise it in a file's imports, whether
+it runs on a CPU (every CPU runner runs Triton under its interpreter: ``runner/sandbox.py``),
+whether it builds ahead of the GPU slot (CUDA C++ and CuTe DSL compile in a separate sandboxed build step
 whose results are cached by content hash), and whether its point is kernels of the
 solution's own (``own_kernels``: then handing the work back to PyTorch is a fallback that
 the policy flags; for ``pytorch`` it is the language itself).
@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -30,7 +30,6 @@ from pathlib import Path
 class Language:
     name: str
     detect: Callable[[set[str], str], bool]
-    cpu_env: dict[str, str] = field(default_factory=dict)
     builds_ahead: bool = False
     runs_on_cpu: bool = True
     description: str = ""
@@ -97,7 +96,7 @@ register_language(Language(
 register_language(Language(
     name="triton",
     detect=lambda imp, src: _has(imp, "triton", "solforge.kernels.triton"),
-    cpu_env={"TRITON_INTERPRET": "1"}, own_kernels=True,
+    own_kernels=True,
     description="Triton; on a CPU it runs under the Triton interpreter",
 ))
 register_language(Language(

@@ -45,7 +45,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from solforge.records.evaluation import Finding
 from solforge.bench.policy.source_model import (
     DEVICE_TESTS,
     FRAME_ATTRS,
@@ -58,6 +57,7 @@ from solforge.bench.policy.source_model import (
     is_self,
     root_name,
 )
+from solforge.records.evaluation import Finding
 
 
 def _describe(torch_calls: list[tuple[int, str]], limit: int = 4) -> str:

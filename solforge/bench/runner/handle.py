@@ -19,12 +19,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from solforge.bench.runner import quiet
-
 from solforge.bench.measure import slots
+from solforge.bench.runner import quiet
 from solforge.bench.runner.proctree import cpu_seconds
 from solforge.bench.runner.sandbox import RunnerProcess
-
 
 # How long closing a GPU runner waits for it to drop its tensors (``close``)
 EXIT_WAIT_S = 1.0

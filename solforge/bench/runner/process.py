@@ -405,6 +405,7 @@ def main(argv: list[str] | None = None) -> None:
     enter_sandbox()
     channel = Channel.from_fd(a.fd)
     import torch
+
     # The policy trace (a TorchDispatchMode) imports torch._dynamo on first use: over a
     # second of every evaluation when paid there; a spare runner pays it while it waits.
     import torch._dynamo  # noqa: F401

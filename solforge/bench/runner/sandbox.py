@@ -49,16 +49,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solforge.bench.runner import cgroups
-from solforge.bench.runner.channel import Channel, socket_pair
-from solforge.bench.runner.output_tail import OutputTail
 import solforge
 from solforge import env
 from solforge.bench.measure.slots import slots_dir
+from solforge.bench.runner import cgroups
+from solforge.bench.runner.channel import Channel, socket_pair
+from solforge.bench.runner.output_tail import OutputTail
 from solforge.bench.runner.proctree import MANAGED, descendants, kill_tree
 
 # Variables a runner may inherit; everything else (keys, tokens, credentials) is dropped.
@@ -275,7 +274,6 @@ class RunnerProcess:
         child_sock.close()
         MANAGED.add(self.proc.pid)
         self.output = OutputTail(self.proc.stdout)
-        self.started = time.monotonic()
 
     def _preexec(self) -> None:  # runs in the child between fork and exec
         cfg = self.config
