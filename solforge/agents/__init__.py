@@ -33,7 +33,6 @@ from solforge.agents.clients import (
     ModelReply,
     ToolCall,
     ToolSpec,
-    Usage,
     make_client,
     register_client,
 )
@@ -51,11 +50,12 @@ from solforge.agents.loop import Agent, AgentConfig, AgentResult
 from solforge.agents.optimize import OptimizeResult, optimize_llm
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import Toolbox, ToolConfig
-from solforge.agents.worker import WorkerConfig, WorkerResult, run_llm_worker
+from solforge.agents.worker import LLMWorker, WorkerConfig, run_llm_worker
+from solforge.orchestrate.units import Usage, WorkerResult
 
 __all__ = [
     "Agent", "AgentConfig", "AgentExit", "AgentResult", "ClientInfo", "ContextExhausted",
-    "FormatError", "LimitsExceeded", "Message", "ModelClient", "ModelConfig", "ModelError",
+    "FormatError", "LLMWorker", "LimitsExceeded", "Message", "ModelClient", "ModelConfig", "ModelError",
     "ModelReply", "OptimizeResult", "Submitted", "TimeExceeded", "ToolCall", "ToolConfig",
     "ToolError", "ToolSpec", "Toolbox", "Usage", "WorkerConfig", "WorkerResult",
     "make_client", "optimize_llm", "register_client", "resolve_model_config",

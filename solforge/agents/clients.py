@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field, SecretStr
 
 from solforge.agents.errors import ContextTooLong, FormatError, ModelError
 from solforge.agents.pricing import cost_usd, price_of
+from solforge.orchestrate.units import Usage
 
 T = TypeVar("T")
 
@@ -78,26 +79,6 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None   # role "tool": the call it answers
     name: str | None = None           # role "tool": the tool's name
-
-
-class Usage(BaseModel):
-    """Tokens of one call (or a sum of calls) and their cost; cost None when unpriced."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None
-    calls: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else \
-            (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return Usage(input_tokens=self.input_tokens + other.input_tokens,
-                     output_tokens=self.output_tokens + other.output_tokens,
-                     cost_usd=cost, calls=self.calls + other.calls)
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
 
 
 class ModelReply(BaseModel):

@@ -25,12 +25,12 @@ from solforge.agents.clients import ModelClient
 from solforge.agents.loop import AgentConfig
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
-from solforge.agents.worker import WorkerResult
 from solforge.bench.options import EvalOptions
 from solforge.bench.solution import languages as known_languages
-from solforge.orchestrate.planner import Planner, Unit
+from solforge.orchestrate.planner import Planner
 from solforge.orchestrate.planner_config import PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
+from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems import resolve_target
 from solforge.problems.spec import Problem
 

@@ -84,13 +84,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from solforge.agents.worker import WorkerResult
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.guard import EvaluatorTampered
 from solforge.bench.records import EvaluationRecord
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.cut_short import STOPPING
+from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.search.budget import PhaseClock, charged_seconds
@@ -244,6 +245,20 @@ def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
         run.ledger.set_problem_state(problem.name, "failed")
         s.event("worker_finished", status="error", message=str(e))
         raise
+
+
+class SearchWorker:
+    """The planner's worker kind ``search``: ``SearchWorker(**settings)`` takes
+    :class:`SearchConfig` fields (a bad one fails when the planner is built) and runs one
+    unit as :func:`run_search_worker`, under the unit's worker name."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.config = SearchConfig(**settings)
+
+    def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
+                 unit: Unit) -> WorkerResult:
+        cfg = self.config.model_copy(update={"worker": unit.worker})
+        return run_search_worker(run, problem, evaluator, cfg, stop=unit.stop)
 
 
 def _search(s: _Search) -> WorkerResult:
