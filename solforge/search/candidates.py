@@ -4,8 +4,9 @@ A **generator** looks at a problem (its reference module, its traced graph and t
 library patterns found in it, its precision class, the device) and yields
 :class:`Candidate` s: a name, the levers it pulls (from :data:`LEVERS`), an estimated cost
 and the full source of a solution file defining ``ModelNew``. Built-in generators
-(``families.py``) and plug-ins go through the same door: :func:`register_generator`, or a
-package exposing the ``solforge.search_generators`` entry point whose object is a
+(``families.py``, named here by import path and imported when candidates are generated)
+and plug-ins go through the same door: :func:`register_generator`, or a package exposing
+the ``solforge.search_generators`` entry point whose object is a
 ``(context) -> Iterable[Candidate]`` callable.
 
 The cost is an estimate in seconds of what evaluating the candidate takes (compilation
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field, field_validator
 from solforge.bench.records import EvaluationRecord
 from solforge.problems.loader import import_file
 from solforge.problems.spec import Problem
+from solforge.registry import lookup
 from solforge.search.match import Match, find_matches
 from solforge.search.trace import TracedReference, TraceError, trace_reference
 
@@ -82,19 +84,22 @@ class SearchContext:
 
 
 Generator = Callable[[SearchContext], Iterable[Candidate]]
-_GENERATORS: dict[str, Generator] = {}
+# the built-in families (``families.py``), by import path; plug-ins add rows
+_GENERATORS: dict[str, str | Generator] = {
+    name: f"solforge.search.families:{name}_family"
+    for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")
+}
 _PLUGINS_LOADED = False
 
 
-def register_generator(name: str, fn: Generator) -> None:
-    """Add (or replace) a generator; built-ins register themselves the same way."""
+def register_generator(name: str, fn: str | Generator) -> None:
+    """Add (or replace) a generator: the callable, or its ``"module:attr"`` import path
+    (imported when candidates are generated). The built-ins are rows of the same table."""
     _GENERATORS[name] = fn
 
 
-def generators() -> dict[str, Generator]:
+def _load_plugins() -> None:
     global _PLUGINS_LOADED
-    from solforge.search import families as _builtin  # noqa: F401  (registers on import)
-
     if not _PLUGINS_LOADED:
         _PLUGINS_LOADED = True
         for ep in entry_points(group="solforge.search_generators"):
@@ -102,7 +107,12 @@ def generators() -> dict[str, Generator]:
                 register_generator(ep.name, ep.load())
             except Exception as e:  # a broken plug-in must not hide the built-ins
                 print(f"solforge: ignoring search generator {ep.name!r}: {e}", file=sys.stderr)
-    return dict(_GENERATORS)
+
+
+def generators() -> dict[str, Generator]:
+    """Every registered generator (entry-point plug-ins included), by name, imported."""
+    _load_plugins()
+    return {name: lookup(_GENERATORS, name, "search generator") for name in list(_GENERATORS)}
 
 
 def search_context(problem: Problem, device: str) -> SearchContext:
@@ -129,11 +139,12 @@ def generate_candidates(ctx: SearchContext, families: list[str] | None = None
     raised (name: message) instead of stopping the others."""
     out: list[Candidate] = []
     errors: dict[str, str] = {}
-    for name, gen in generators().items():
+    _load_plugins()
+    for name in list(_GENERATORS):
         if families is not None and name not in families:
             continue
         try:
-            out += list(gen(ctx))
+            out += list(lookup(_GENERATORS, name, "search generator")(ctx))
         except Exception as e:
             errors[name] = f"{type(e).__name__}: {e}"
     seen: set[str] = set()

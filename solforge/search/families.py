@@ -1,4 +1,5 @@
-"""The built-in candidate families, registered as generators (``candidates.py``).
+"""The built-in candidate families: the generators ``candidates.py`` names by import path
+(``<family>_family``).
 
 =================  ================================================================  ==========
 family             candidates                                                         applies to
@@ -45,12 +46,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from solforge.search.candidates import (
-    LEVERS,
-    Candidate,
-    SearchContext,
-    register_generator,
-)
+from solforge.search.candidates import LEVERS, Candidate, SearchContext
 from solforge.search.emit import (
     BASE_IMPORTS,
     copied_names,
@@ -377,9 +373,3 @@ def library_family(ctx: SearchContext):
                                          "the kernels.")
         if c is not None:
             yield c
-
-
-for _name, _gen in (("reference", reference_family), ("compile", compile_family),
-                    ("cuda_graphs", cuda_graphs_family), ("tf32", tf32_family),
-                    ("conv", conv_family), ("library", library_family)):
-    register_generator(_name, _gen)
