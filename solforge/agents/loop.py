@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from solforge.agents.clients import Message, ModelClient, ModelReply
+from solforge.agents.model import Message, ModelClient, ModelReply
 from solforge.agents.context import estimate_tokens, fit_context
 from solforge.agents.errors import (
     AgentExit,

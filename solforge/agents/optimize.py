@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from solforge.agents import prompts
-from solforge.agents.clients import ModelClient
 from solforge.agents.loop import AgentConfig
+from solforge.agents.model import ModelClient
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
 from solforge.bench.options import EvalOptions

@@ -34,9 +34,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from solforge.agents import prompts
-from solforge.agents.clients import ModelClient, ModelConfig, make_client
+from solforge.agents.clients import make_client
 from solforge.agents.errors import ModelError
 from solforge.agents.loop import Agent, AgentConfig
+from solforge.agents.model import ModelClient, ModelConfig
 from solforge.agents.tools import Best, Toolbox, ToolConfig
 from solforge.agents.trajectory import Trajectory, load
 from solforge.agents.visible import write_visible_problem

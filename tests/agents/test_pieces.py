@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from solforge.agents import prompts
-from solforge.agents.clients import Message, ToolCall
 from solforge.agents.context import estimate_tokens, fit_context
+from solforge.agents.model import Message, ToolCall
 from solforge.agents.ncu import format_kernels, parse_ncu_csv
 from solforge.agents.report import evaluation_report
 from solforge.agents.trajectory import TRAJECTORY_SCHEMA, Trajectory, load, repair
