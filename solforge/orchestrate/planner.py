@@ -35,8 +35,8 @@ its **final verification**: the winner evaluated again on all workloads in a fre
 interleaved with fresh baselines (``rounds``; one with ``final_rounds`` 0) and correctness
 on at least 10 fresh seeds (``verify.FRESH_SEEDS``), recorded as kind ``final``; a winner
 that fails is dropped for the next best. The search worker's verdicts already are such
-re-measurements (kind ``final``, on >= 10 fresh seeds; a final on fewer, an older
-version's, is judged again): the problems that get one are those whose best is a ``full``
+re-measurements (kind ``final``, on >= 10 fresh seeds; a final on fewer is judged
+again): the problems that get one are those whose best is a ``full``
 verdict (an LLM worker's).
 
 Workers are looked up by kind (``PlannerConfig.agents``) in ``units.py``, which also holds
@@ -53,7 +53,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from solforge.bench.evaluator import Evaluator
@@ -185,8 +184,8 @@ class Planner:
         if ps.units < ps.open_until:
             return
         # a SOL score says "near the bound" only while the best is at least as fast as the
-        # best baseline: a bound set too low (fp32 convolutions bounded at the SIMT rate
-        # while cuDNN runs them on TF32 tensor cores) once stopped a problem at 0.47x
+        # best baseline: a bound set too low must not end a problem behind its baselines
+        # (fp32 convolutions bounded at the SIMT rate: benchmarks/results/2026-12-03-h200-s12)
         if ps.best_sol is not None and ps.best_sol >= cfg.converge_sol \
                 and (ps.best_speedup or 0.0) >= 1.0:
             ps.converged = f"SOL score {ps.best_sol:.2f} >= {cfg.converge_sol}"

@@ -193,18 +193,17 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     - torch.compile's baseline beat the reference (``PROMOTE_COMPILE_BELOW``): the cheap
       candidates that compile (``PROMOTE_COST_FACTOR``; not max-autotune) come first.
       They start from the best baseline's figure; a cheaper candidate that does not
-      compile has to beat it from the eager side. On the H200 on
-      2026-12-01, a 50 s budget ran out on the reference and a CUDA-graph candidate while
-      torch.compile was 5-10x faster than eager (``rmsnorm_gemma2``, ``cross_entropy_llama3``).
+      compile has to beat it from the eager side, and a short budget must not run out
+      before the compiled ones where torch.compile is several times faster than eager
+      (benchmarks/results/2026-12-01-h200-s5).
     - candidates on the operands' own low-precision tensor cores (``lowp_tensor_cores``)
-      come first, after their TF32 parent: on the H200 on 2026-12-02 the TF32 rewrite
-      gained 2.0-2.1x on ``fp8_gemm_per_tensor_llama3`` and ``int8_gemm_w8a8_smoothquant``
-      while the promoted compiled candidates took the last slots of a four-candidate
-      budget, so the FP8/int8 GEMMs never ran.
+      come first, after their TF32 parent: promoted compiled candidates must not take the
+      last slots of a small budget from the FP8/int8 GEMMs
+      (benchmarks/results/2026-12-02-h200-s10).
     - candidates that replay CUDA graphs go last: the ranking figure is device kernel
       time, where a graph's copies in and out count and its gain (no launch gaps) does
-      not show, so X replayed as a graph ranks below X. On the H200 on 2026-12-01 they
-      ranked 0.09-0.55x against the best baseline.
+      not show, so X replayed as a graph ranks below X (0.09-0.55x against the best
+      baseline: benchmarks/results/2026-12-01-h200-s5).
 
     Not covered: a reference that failed (the order is left as it is)."""
     if not reference.passed:
@@ -251,8 +250,7 @@ def slow_compile_reason(reference: EvaluationRecord, limit_s: float) -> str | No
     lengths, a Python loop over them) for new inputs: its baseline is then found
     unavailable, or takes long to warm up. A compiled candidate recompiles the same way
     at each correctness trial with fresh inputs, inside the device's slot, so every other
-    evaluator on the GPU waits: on the H200 on 2026-12-01 (``paged_decode_vllm``, 86 s of
-    baseline preparation) six evaluations waited more than 200 s behind such a candidate.
+    evaluator on the GPU waits behind it (benchmarks/results/2026-12-01-h200-single).
     Not covered: a slow compile that would have settled and won (the baseline shows what
     torch.compile gives; the reported figures still compare against it)."""
     for w in reference.workloads:

@@ -198,8 +198,9 @@ def compile_family(ctx: SearchContext):
 
 
 def cuda_graphs_family(ctx: SearchContext):
-    # on the H200 on 2026-12-01 paged_decode_vllm's graph capture failed on its
-    # seq_lens.tolist(): an evaluation spent to learn what the source says
+    # a forward that reads tensor values on the host (a .tolist()) cannot be captured: its
+    # candidate would spend an evaluation to learn what the source says
+    # (benchmarks/results/2026-12-01-h200-s6)
     if not ctx.gpu or reads_values_on_host(ctx):
         return
     why = ("One graph replay instead of one launch per kernel: removes launch gaps and "
