@@ -160,17 +160,20 @@ def register(app: typer.Typer) -> None:
         price_in: float = typer.Option(None, help=LLM_FLAGS["price_in"]),
         price_out: float = typer.Option(None, help=LLM_FLAGS["price_out"]),
         config: Path = typer.Option(None, "--config", help="a TOML file of settings: "
-                                    "[planner] (and [planner.budgets]), [search], [llm] "
-                                    "(and [llm.model], [llm.agent]), [eval], each checked "
-                                    "by its settings model; flags typed here override it"),
+                                    r"\[planner] (and \[planner.budgets]), \[search], "
+                                    r"\[llm] (and \[llm.model], \[llm.agent]), \[eval], "
+                                    "each checked by its settings model; flags typed here "
+                                    "override it"),
         dry_run: bool = typer.Option(False, help="print the settings the run would use "
                                      "(JSON) and exit without running"),
     ) -> None:
-        """Optimise problems with agents (default: the built-in search agent, offline).
+        r"""Optimise problems with agents (default: the built-in search agent, offline).
 
         Settings come from the flags and, with --config run.toml, from a file whose tables
-        are the settings models ([planner], [search], [llm], [eval]); a flag typed on the
-        command line wins over the file. --dry-run prints what the run would use.
+        are the settings models (\[planner] PlannerConfig, \[search] SearchConfig, \[llm]
+        WorkerConfig, \[eval] EvalOptions), e.g. "\[search] max_candidates = 8"; a flag
+        typed on the command line wins over the file. --dry-run prints what the run would
+        use.
         """
         flags = dict(locals())
 

@@ -181,3 +181,7 @@ def test_optimize_config_file_errors_name_file_section_and_key(tmp_path):
     assert "[evaluation]: unknown section (known: planner, search, llm, eval)" in out
     r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--config", str(tmp_path / "no.toml"))
     assert r.returncode == 2 and "no.toml: no such file (--config)" in r.stdout, r.stdout
+    # the help names the tables (rich markup must not eat them)
+    r = sf("optimize", "--help")
+    text = " ".join(r.stdout.replace("│", " ").split())
+    assert "[planner.budgets]" in text and "[eval] EvalOptions" in text, r.stdout
