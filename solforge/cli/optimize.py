@@ -15,7 +15,12 @@ from rich.table import Table
 from solforge.bench.options import EvalOptions
 from solforge.cli.console import broken_line, make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
-from solforge.cli.optimize_settings import devices, llm_settings, merged_sections
+from solforge.cli.optimize_settings import (
+    devices,
+    llm_settings,
+    merged_sections,
+    recorded_llm,
+)
 from solforge.orchestrate.planner import Planner, ProblemState
 from solforge.orchestrate.planner_config import PlannerConfig, unknown_reopened
 from solforge.orchestrate.run import Run, RunSpec
@@ -83,14 +88,6 @@ def _check_reopen(reopen: list[str], resume: Path | None, names: list[str]) -> N
     if error:
         console.print(f"[red]solforge optimize: {error}[/red]")
         raise typer.Exit(2)
-
-
-def _public(llm: dict | None) -> dict | None:
-    """The LLM settings as the run records them: the model without its key."""
-    if llm is None:
-        return None
-    out = {k: (str(v) if isinstance(v, Path) else v) for k, v in llm.items() if k != "model"}
-    return {**out, "model": llm["model"].public()}
 
 
 def register(app: typer.Typer) -> None:
@@ -246,7 +243,7 @@ def register(app: typer.Typer) -> None:
         _check_reopen(cfg.reopen, resume, [p.name for p in problems])
         recorded = {"agents": agents, "planner": cfg.model_dump(mode="json"),
                     "eval": opts.model_dump(mode="json"), "search": settings.get("search"),
-                    "llm": _public(settings.get("llm")),
+                    "llm": recorded_llm(settings["llm"]) if "llm" in settings else None,
                     "config": str(config) if config is not None else None}
         if dry_run:
             typer.echo(json.dumps({**recorded, "targets": list(targets or ["all"]),

@@ -157,3 +157,12 @@ def llm_settings(llm: dict[str, Any], llm_config: Path | None) -> dict[str, Any]
     settings = {**llm, "model": mc}
     WorkerConfig(**settings)  # a bad value fails before the run exists
     return settings
+
+
+def recorded_llm(settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``llm`` settings as the run records them: every field the units share, the
+    model without its key."""
+    from solforge.agents.worker import WorkerConfig
+
+    exclude: Any = {"model": {"api_key"}, **{k: True for k in _PER_UNIT["llm"]}}
+    return WorkerConfig(**settings).model_dump(mode="json", exclude=exclude)

@@ -185,3 +185,19 @@ def test_optimize_config_file_errors_name_file_section_and_key(tmp_path):
     r = sf("optimize", "--help")
     text = " ".join(r.stdout.replace("│", " ").split())
     assert "[planner.budgets]" in text and "[eval] EvalOptions" in text, r.stdout
+
+
+def test_optimize_config_file_llm_tables(tmp_path):
+    cfg = tmp_path / "llm.toml"
+    cfg.write_text('[llm.model]\nmodel = "local-coder"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                   'temperature = 0.2\n[llm.agent]\nstep_limit = 7\n')
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--agent", "llm", "--config", str(cfg),
+           "--max-cost", "2", "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    llm = json.loads(r.stdout)["llm"]
+    assert llm["model"]["model"] == "local-coder" and llm["model"]["temperature"] == 0.2
+    assert llm["model"]["base_url"] == "http://127.0.0.1:9/v1"
+    assert "api_key" not in llm["model"]                     # the key is never recorded
+    assert llm["agent"]["step_limit"] == 7                   # the file's
+    assert llm["agent"]["cost_limit_usd"] == 2               # typed: the flag's
+    assert llm["agent"]["time_limit_s"] == 3600              # neither: the flag's default
