@@ -2,7 +2,9 @@
 
 ::
 
-    clients.py           ModelClient protocol, messages, config, registry, retries
+    model.py             the message format, ModelConfig, the ModelClient protocol
+    clients.py           the registry of model APIs (built-ins and plug-ins)
+    retries.py           backoff and error classification of model calls
     settings.py          model settings from flags, a config file, the environment
     openai_client.py     OpenAI-compatible chat completions (openai SDK)
     anthropic_client.py  Anthropic messages (anthropic SDK)
@@ -25,18 +27,7 @@ No result from an LLM has been measured by the project yet: these modules are te
 against scripted model servers on loopback, not against real models.
 """
 
-from solforge.agents.clients import (
-    ClientInfo,
-    Message,
-    ModelClient,
-    ModelConfig,
-    ModelReply,
-    ToolCall,
-    ToolSpec,
-    Usage,
-    make_client,
-    register_client,
-)
+from solforge.agents.clients import ClientInfo, make_client, register_client
 from solforge.agents.errors import (
     AgentExit,
     ContextExhausted,
@@ -48,16 +39,25 @@ from solforge.agents.errors import (
     ToolError,
 )
 from solforge.agents.loop import Agent, AgentConfig, AgentResult
+from solforge.agents.model import (
+    Message,
+    ModelClient,
+    ModelConfig,
+    ModelReply,
+    ToolCall,
+    ToolSpec,
+)
 from solforge.agents.optimize import OptimizeResult, optimize_llm
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import Toolbox, ToolConfig
-from solforge.agents.worker import WorkerConfig, WorkerResult, run_llm_worker
+from solforge.agents.worker import LLMWorker, WorkerConfig, run_llm_worker
+from solforge.orchestrate.units import Usage, WorkerResult
 
 __all__ = [
     "Agent", "AgentConfig", "AgentExit", "AgentResult", "ClientInfo", "ContextExhausted",
-    "FormatError", "LimitsExceeded", "Message", "ModelClient", "ModelConfig", "ModelError",
-    "ModelReply", "OptimizeResult", "Submitted", "TimeExceeded", "ToolCall", "ToolConfig",
-    "ToolError", "ToolSpec", "Toolbox", "Usage", "WorkerConfig", "WorkerResult",
-    "make_client", "optimize_llm", "register_client", "resolve_model_config",
-    "run_llm_worker",
+    "FormatError", "LLMWorker", "LimitsExceeded", "Message", "ModelClient", "ModelConfig",
+    "ModelError", "ModelReply", "OptimizeResult", "Submitted", "TimeExceeded", "ToolCall",
+    "ToolConfig", "ToolError", "ToolSpec", "Toolbox", "Usage", "WorkerConfig",
+    "WorkerResult", "make_client", "optimize_llm", "register_client",
+    "resolve_model_config", "run_llm_worker",
 ]

@@ -14,15 +14,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from solforge.agents.clients import (
-    Message,
-    ModelConfig,
-    ModelReply,
-    ToolCall,
-    ToolSpec,
-    call_with_retries,
-    classify_sdk_error,
-)
+from solforge.agents.model import Message, ModelConfig, ModelReply, ToolCall, ToolSpec
+from solforge.agents.retries import call_with_retries, classify_sdk_error
 
 DEFAULT_MAX_TOKENS = 8192  # the API requires a reply limit; this fits every current model
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from solforge.agents.clients import Message, ToolCall
+from solforge.agents.model import Message, ToolCall
 
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 8

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from solforge.agents.clients import Message, ModelClient, ModelReply, Usage
+from solforge.agents.model import Message, ModelClient, ModelReply
 from solforge.agents.context import estimate_tokens, fit_context
 from solforge.agents.errors import (
     AgentExit,
@@ -33,6 +33,7 @@ from solforge.agents.errors import (
 )
 from solforge.agents.tools import Toolbox
 from solforge.agents.trajectory import Trajectory, TrajectoryState
+from solforge.orchestrate.units import Usage
 
 
 class AgentConfig(BaseModel):

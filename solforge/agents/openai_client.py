@@ -16,15 +16,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from solforge.agents.clients import (
-    Message,
-    ModelConfig,
-    ModelReply,
-    ToolCall,
-    ToolSpec,
-    call_with_retries,
-    classify_sdk_error,
-)
+from solforge.agents.model import Message, ModelConfig, ModelReply, ToolCall, ToolSpec
+from solforge.agents.retries import call_with_retries, classify_sdk_error
 from solforge.agents.errors import ModelError
 
 
@@ -69,7 +62,7 @@ class OpenAIClient:
         self._openai = openai
         key = config.api_key.get_secret_value() if config.api_key else None
         self.url = config.base_url or "https://api.openai.com/v1"
-        # our own retries (clients.call_with_retries), so every wait is reported
+        # our own retries (retries.call_with_retries), so every wait is reported
         self._sdk = openai.OpenAI(api_key=key, base_url=config.base_url,
                                   timeout=config.timeout_s, max_retries=0)
 

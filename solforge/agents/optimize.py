@@ -21,16 +21,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from solforge.agents import prompts
-from solforge.agents.clients import ModelClient
 from solforge.agents.loop import AgentConfig
+from solforge.agents.model import ModelClient
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
-from solforge.agents.worker import WorkerResult
 from solforge.records.options import EvalOptions
 from solforge.bench.policy.solution import languages as known_languages
-from solforge.orchestrate.planner import Planner, Unit
+from solforge.orchestrate.planner import Planner
 from solforge.orchestrate.planner_config import PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
+from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems import resolve_target
 from solforge.problems.spec import Problem
 

@@ -30,8 +30,9 @@ from urllib.parse import urlparse
 from pydantic import SecretStr
 
 from solforge import env
-from solforge.agents.clients import ModelConfig, registered_clients
+from solforge.agents.clients import registered_clients
 from solforge.agents.errors import ModelError
+from solforge.agents.model import ModelConfig
 
 
 def default_config_file() -> Path | None:

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from solforge.agents.clients import ToolCall, ToolSpec
+from solforge.agents.model import ToolCall, ToolSpec
 from solforge.agents.errors import FormatError, Submitted, ToolError
 from solforge.agents.report import evaluation_report, profile_report
 from solforge.agents.shell import run_contained

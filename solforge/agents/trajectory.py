@@ -28,7 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from solforge.agents.clients import Message, Usage
+from solforge.agents.model import Message
+from solforge.orchestrate.units import Usage
 
 TRAJECTORY_SCHEMA = "solforge.trajectory/1"
 

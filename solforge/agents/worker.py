@@ -34,9 +34,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from solforge.agents import prompts
-from solforge.agents.clients import ModelClient, ModelConfig, Usage, make_client
+from solforge.agents.clients import make_client
 from solforge.agents.errors import ModelError
 from solforge.agents.loop import Agent, AgentConfig
+from solforge.agents.model import ModelClient, ModelConfig
 from solforge.agents.tools import Best, Toolbox, ToolConfig
 from solforge.agents.trajectory import Trajectory, load
 from solforge.agents.visible import write_visible_problem
@@ -45,7 +46,9 @@ from solforge.bench.evaluator import Evaluator
 from solforge.records.evaluation import EvaluationRecord
 from solforge.bench.policy.solution import detect_language
 from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems.spec import Problem, ProblemError
 
 
@@ -67,38 +70,6 @@ class WorkerConfig(BaseModel):
     resume: bool = Field(True, description="continue an unfinished trajectory")
     submit_best_on_exit: bool = Field(True, description="judge the best visible attempt "
                                       "when the agent stops without submitting")
-
-
-class WorkerResult(BaseModel):
-    """How one worker's run on one problem ended."""
-
-    problem: str
-    status: str = Field(description="the loop's exit: submitted, limits_exceeded, ...")
-    message: str = ""
-    verdict: str | None = Field(None, description="status of the verdict on all workloads, "
-                                "if any (this worker's ``full``, the search worker's "
-                                "``final``)")
-    attempt: int | None = Field(None, description="the attempt the verdict is about")
-    auto_submitted: bool = False
-    speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
-    sol_score: float | None = None
-    steps: int = 0
-    cut_short: str = Field("", description="why the unit ended before its own budgets did "
-                           "(the run stopping: its wall budget spent), '' when it did not; "
-                           "such a unit does not count against the problem's units, so a "
-                           "resumed run goes on with the problem. Set by the search worker; "
-                           "an LLM worker that stopped reports its saved exit again when "
-                           "resumed, so its stopped units count as before")
-    usage: Usage = Field(default_factory=Usage)
-    trajectory: str = ""
-    workspace: str = ""
-
-    @property
-    def stop_run(self) -> str:
-        """Why the whole run should stop ('' to go on): the model endpoint failed before
-        the first step succeeded, so every other problem would fail the same way."""
-        return self.message if self.status == "model_error" and self.steps == 0 else ""
 
 
 class LedgerRecorder:
@@ -261,3 +232,23 @@ def run_llm_worker(run: Run, problem: Problem, evaluator: Evaluator, config: Wor
               auto_submitted=result.auto_submitted, steps=out.steps,
               tokens=out.usage.tokens, cost_usd=out.usage.cost_usd)
     return result
+
+
+class LLMWorker:
+    """The planner's worker kind ``llm``: ``LLMWorker(model=..., client=..., on_event=...,
+    **settings)`` with ``model`` a :class:`ModelConfig` (or ``client`` a ready client) and
+    any other :class:`WorkerConfig` field (languages, protocol, agent budgets); runs one
+    unit as :func:`run_llm_worker`, with the unit's worker name, role and starting point."""
+
+    def __init__(self, model: ModelConfig | None = None, client: ModelClient | None = None,
+                 on_event: Callable[..., None] | None = None, **settings: Any) -> None:
+        self.model, self.client, self.on_event = model, client, on_event
+        self.settings = settings
+
+    def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
+                 unit: Unit) -> WorkerResult:
+        cfg = WorkerConfig(**{**self.settings, "model": self.model, "worker": unit.worker,
+                              "role": unit.role, "start_from": unit.start_from,
+                              "parent_attempt": unit.parent_attempt})
+        return run_llm_worker(run, problem, evaluator, cfg, client=self.client,
+                              on_event=self.on_event, stop=unit.stop)

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import typer
 from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from solforge.records.options import EvalOptions
 from solforge.cli.console import broken_line, make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
+from solforge.cli.optimize_settings import (
+    devices,
+    llm_settings,
+    merged_sections,
+    recorded_llm,
+)
 from solforge.orchestrate.planner import Planner, ProblemState
-from solforge.orchestrate.planner_config import Budgets, PlannerConfig, unknown_reopened
+from solforge.orchestrate.planner_config import PlannerConfig, unknown_reopened
 from solforge.orchestrate.run import Run, RunSpec
+from solforge.orchestrate.units import agent_factory
 from solforge.problems import ProblemError, resolve_target
 
 console = make_console()
@@ -81,25 +90,10 @@ def _check_reopen(reopen: list[str], resume: Path | None, names: list[str]) -> N
         raise typer.Exit(2)
 
 
-def _llm_settings(agents: list[str], flags: dict) -> dict:
-    if "llm" not in agents:
-        return {}
-    from solforge.agents.loop import AgentConfig
-    from solforge.agents.settings import resolve_model_config
-
-    mc = resolve_model_config(flags["model"], flags["api"], flags["base_url"],
-                              flags["api_key"], flags["llm_config"],
-                              price_in=flags["price_in"], price_out=flags["price_out"])
-    agent = AgentConfig(step_limit=flags["max_steps"], token_limit=flags["max_tokens"],
-                        cost_limit_usd=flags["max_cost"], time_limit_s=flags["max_time_s"],
-                        context_tokens=flags["context_tokens"])
-    return {"model": mc, "protocol": flags["protocol"], "role_file": flags["role_file"],
-            "languages": flags["language"] or None, "agent": agent}
-
-
 def register(app: typer.Typer) -> None:
     @app.command("optimize")
     def optimize(
+        ctx: typer.Context,
         targets: list[str] = typer.Argument(None, help="problems, categories, files or "
                                             "directories: a KernelBench checkout or level "
                                             "folder, DIR:N-M for its files numbered N to "
@@ -162,11 +156,35 @@ def register(app: typer.Typer) -> None:
         context_tokens: int = typer.Option(100_000, help=LLM_FLAGS["context_tokens"]),
         price_in: float = typer.Option(None, help=LLM_FLAGS["price_in"]),
         price_out: float = typer.Option(None, help=LLM_FLAGS["price_out"]),
+        config: Path = typer.Option(None, "--config", help="a TOML file of settings: "
+                                    r"\[planner] (and \[planner.budgets]), \[search], "
+                                    r"\[llm] (and \[llm.model], \[llm.agent]), \[eval], "
+                                    "each checked by its settings model; flags typed here "
+                                    "override it"),
+        dry_run: bool = typer.Option(False, help="print the settings the run would use "
+                                     "(JSON) and exit without running"),
     ) -> None:
-        """Optimise problems with agents (default: the built-in search agent, offline)."""
+        r"""Optimise problems with agents (default: the built-in search agent, offline).
+
+        Settings come from the flags and, with --config run.toml, from a file whose tables
+        are the settings models (\[planner] PlannerConfig, \[search] SearchConfig, \[llm]
+        WorkerConfig, \[eval] EvalOptions), e.g. "\[search] max_candidates = 8"; a flag
+        typed on the command line wins over the file. --dry-run prints what the run would
+        use.
+        """
         flags = dict(locals())
-        agents = [a.strip() for a in agent.split(",") if a.strip()]
-        role_list = [r.strip() for r in roles.split(",") if r.strip()]
+
+        def typed(flag: str) -> bool:
+            # by name: typer may bring its own copy of click's ParameterSource
+            source = ctx.get_parameter_source(flag)
+            return source is not None and source.name == "COMMANDLINE"
+
+        try:
+            sections = merged_sections(config, flags, typed)
+        except ValueError as e:  # the file: one line naming the file, section and key
+            console.print(f"[red]solforge optimize: {escape(str(e))}[/red]", soft_wrap=True)
+            raise typer.Exit(2) from None
+        planner_s, eval_s = sections["planner"], sections["eval"]
         if resume is not None:  # what to resume comes from the run itself
             try:
                 spec = Run.open(resume).spec
@@ -174,25 +192,23 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[red]solforge optimize: {e}[/red]")
                 raise typer.Exit(2) from None
             targets = spec.targets
-            agents = spec.options.get("agents") or spec.agent.split(",")
-            device = spec.device
-        if agents == ["llm"] and workers == 1 and len(role_list) == 1:
+            planner_s["agents"] = spec.options.get("agents") or spec.agent.split(",")
+            eval_s["device"] = spec.device
+        agents, role_list = planner_s["agents"], planner_s["roles"]
+        if agents == ["llm"] and planner_s["workers"] == 1 and len(role_list) == 1 \
+                and config is None and not dry_run:
             # the simple plan (one LLM unit per problem, in turn) with its results table
             from solforge.cli.optimize_llm import run_llm_optimize
 
             raise typer.Exit(run_llm_optimize(
                 list(targets or ["all"]), console=console, model=model, base_url=base_url,
-                api=api, device=device, run_dir=resume or run_dir,
-                language=list(language or []) or None, protocol=protocol, api_key=api_key,
+                api=api, device=eval_s["device"], run_dir=resume or run_dir,
+                language=eval_s["languages"], protocol=protocol, api_key=api_key,
                 llm_config=llm_config, role=role_list[0], role_file=role_file,
                 max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost,
                 max_time_s=max_time_s, context_tokens=context_tokens, price_in=price_in,
                 price_out=price_out, policy=policy, timeout_s=timeout,
-                resume=resume is not None,
-                eval_options=EvalOptions(device=device, timeout_s=timeout, policy=policy,
-                                         budget_ms=budget_ms,
-                                         languages=list(language or []) or None,
-                                         baselines=[b for b in baselines.split(",") if b])))
+                resume=resume is not None, eval_options=EvalOptions(**eval_s)))
         try:
             problems = []
             seen = set()
@@ -205,51 +221,37 @@ def register(app: typer.Typer) -> None:
             if not problems:
                 raise ProblemError("no problem to optimize: every problem file of "
                                    f"{' '.join(targets or [])} failed to load (above)")
-            settings = {"llm": _llm_settings(agents, flags),
-                        "search": {"max_candidates": max_candidates,
-                                   "gpu_seconds": search_seconds,
-                                   "compile_seconds": compile_seconds,
-                                   "explore_budget_ms": explore_budget_ms,
-                                   "explore_max_calls": explore_max_calls,
-                                   "families": [f.strip() for f in families.split(",")]
-                                   if families else None}}
+            settings: dict[str, dict] = {}
+            if "llm" in agents:
+                settings["llm"] = llm_settings(sections["llm"], llm_config)
             if "search" in agents:
                 from solforge.search import SearchConfig
 
-                SearchConfig(**settings["search"])  # a bad value fails before the run exists
+                # a bad value fails before the run exists
+                settings["search"] = SearchConfig(**sections["search"]).model_dump(mode="json")
+            planner_s["devices"] = devices(sections, gpus, typed)
+            cfg = PlannerConfig(**planner_s)
+            for kind in cfg.agents:
+                agent_factory(kind)  # an unknown or broken worker kind: one line, now
+            opts = EvalOptions(**{**eval_s, "device": cfg.devices[0]})
         except (ProblemError, FileNotFoundError, ValueError) as e:
-            console.print(f"[red]solforge optimize: {e}[/red]", soft_wrap=True)
+            console.print(f"[red]solforge optimize: {escape(str(e))}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None
         except Exception as e:  # a missing key or model setting: one line, what to set
-            console.print(f"[red]solforge optimize: {e}[/red]", soft_wrap=True)
+            console.print(f"[red]solforge optimize: {escape(str(e))}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None
-        if device.startswith("cuda"):
-            if gpus:
-                devices = [f"cuda:{g.strip()}" for g in gpus.split(",") if g.strip()]
-            else:
-                import torch
-
-                devices = [f"cuda:{i}" for i in range(max(1, torch.cuda.device_count()))]
-        else:
-            devices = ["cpu"]
-        cfg = PlannerConfig(
-            agents=agents, workers=workers, devices=devices,
-            roles=role_list,
-            converge_sol=converge_sol, patience=patience, max_units=max_units,
-            reopen=[r.strip() for r in reopen.split(",") if r.strip()],
-            unit_timeout_s=unit_timeout_s,
-            budgets=Budgets(wall_s=budget_wall_s, device_s=budget_device_s,
-                            tokens=budget_tokens, cost_usd=budget_cost,
-                            attempts=budget_attempts))
-        opts = EvalOptions(device=devices[0], timeout_s=timeout, policy=policy,
-                           budget_ms=budget_ms, languages=list(language or []) or None,
-                           baselines=[b for b in baselines.split(",") if b])
         _check_reopen(cfg.reopen, resume, [p.name for p in problems])
+        recorded = {"agents": agents, "planner": cfg.model_dump(mode="json"),
+                    "eval": opts.model_dump(mode="json"), "search": settings.get("search"),
+                    "llm": recorded_llm(settings["llm"]) if "llm" in settings else None,
+                    "config": str(config) if config is not None else None}
+        if dry_run:
+            typer.echo(json.dumps({**recorded, "targets": list(targets or ["all"]),
+                                   "problems": [p.name for p in problems]}, indent=2))
+            return
         if resume is None:
             spec = RunSpec(agent=",".join(agents), targets=list(targets or ["all"]),
-                           device=device, workers=workers,
-                           options={"agents": agents, "planner": cfg.model_dump(mode="json"),
-                                    "eval": opts.model_dump(mode="json")},
+                           device=eval_s["device"], workers=cfg.workers, options=recorded,
                            budgets=cfg.budgets.model_dump())
             try:
                 run = Run.create(run_dir, spec)

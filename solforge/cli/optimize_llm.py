@@ -35,7 +35,7 @@ from rich.table import Table
 
 from solforge.agents.errors import ModelError
 from solforge.agents.optimize import optimize_llm
-from solforge.agents.worker import WorkerResult
+from solforge.orchestrate.units import WorkerResult
 from solforge.problems.spec import ProblemError
 
 LLM_FLAGS: dict[str, str] = {

@@ -2,8 +2,8 @@
 
 A unit cut short (the run's budget ran out while its worker explored) does not count
 against a problem's ``max_units``: a resumed run gives the problem another unit, which
-reuses what was judged. The search worker marks such a unit (``WorkerResult.cut_short``);
-ledgers written before that mark are read from the worker's skip events instead.
+reuses what was judged. The search worker marks such a unit (``WorkerResult.cut_short``,
+starting with :data:`STOPPING`) and the planner keeps the mark in the unit's row.
 
 Not covered: an LLM worker's unit (stopped, it saves its exit and would only report it
 again when resumed, so its unit counts as done).
@@ -13,24 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-# how a worker's skip reason starts when the run is stopping (``cut_short_units`` reads
-# it in ledgers that predate ``WorkerResult.cut_short``)
+# how a worker's skip reason, and so its unit's cut_short mark, starts when the run is
+# stopping
 STOPPING = "the run is stopping"
 
 
 def cut_short_units(led: Any) -> set[int]:
-    """Ids of the finished units that the run's stop cut short: marked so
-    (``cut_short``), or, in a ledger older than that mark, a unit during which its worker
-    skipped a candidate because the run was stopping (the search worker's event)."""
-    stops = [e for e in led.events("skipped")
-             if str(e["data"].get("reason", "")).startswith(STOPPING)]
-    out = set()
-    for w in led.work("done"):
-        if "cut_short" in w["data"]:
-            if w["data"]["cut_short"]:
-                out.add(w["id"])
-        elif any(e["problem"] == w["problem"] and e["worker"] == w["worker"]
-                 and (w["started"] or 0) <= e["ts"] <= (w["finished"] or float("inf"))
-                 for e in stops):
-            out.add(w["id"])
-    return out
+    """Ids of the finished units that the run's stop cut short (marked ``cut_short``)."""
+    return {w["id"] for w in led.work("done") if w["data"].get("cut_short")}

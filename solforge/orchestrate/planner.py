@@ -35,9 +35,12 @@ its **final verification**: the winner evaluated again on all workloads in a fre
 interleaved with fresh baselines (``rounds``; one with ``final_rounds`` 0) and correctness
 on at least 10 fresh seeds (``verify.FRESH_SEEDS``), recorded as kind ``final``; a winner
 that fails is dropped for the next best. The search worker's verdicts already are such
-re-measurements (kind ``final``, on >= 10 fresh seeds; a final on fewer, an older
-version's, is judged again): the problems that get one are those whose best is a ``full``
+re-measurements (kind ``final``, on >= 10 fresh seeds; a final on fewer is judged
+again): the problems that get one are those whose best is a ``full``
 verdict (an LLM worker's).
+
+Workers are looked up by kind (``PlannerConfig.agents``) in ``units.py``, which also holds
+what a unit is and what a worker returns; the planner imports no worker.
 
 Not covered: several machines (see docs/SCALE.md for the Ray seam: a worker is a function
 of (run, problem, evaluator, unit); a Ray backend runs it in an actor and ships results
@@ -50,8 +53,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.judge.guard import EvaluatorTampered
@@ -64,47 +66,9 @@ from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-exp
     unknown_reopened,
 )
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.units import Unit, agent_factory
 from solforge.orchestrate.verify import final_verification
 from solforge.problems.spec import Problem
-
-
-@dataclass
-class Unit:
-    """One worker's turn on one problem."""
-
-    id: int
-    problem: str
-    agent: str
-    role: str
-    worker: str
-    start_from: Path | None = None
-    parent_attempt: int | None = None
-    # the run's stop reason once it has one (a budget spent), else "": a worker that asks
-    # between its steps ends early and keeps what it has
-    stop: Callable[[], str] | None = None
-
-
-class WorkerFn(Protocol):
-    def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
-                 unit: Unit) -> Any: ...
-
-
-_AGENTS: dict[str, Callable[..., WorkerFn]] = {}
-
-
-def register_agent(name: str, factory: Callable[..., WorkerFn]) -> None:
-    """Make ``name`` usable in ``PlannerConfig.agents``; ``factory(**settings)`` returns
-    the function that runs one unit. Built-ins (``search``, ``llm``) use this same door."""
-    _AGENTS[name] = factory
-
-
-def agent_factory(name: str) -> Callable[..., WorkerFn]:
-    if name not in _AGENTS:
-        from solforge.orchestrate import agents  # noqa: F401  (registers the built-ins)
-    try:
-        return _AGENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; use one of {sorted(_AGENTS)}") from None
 
 
 @dataclass
@@ -220,8 +184,8 @@ class Planner:
         if ps.units < ps.open_until:
             return
         # a SOL score says "near the bound" only while the best is at least as fast as the
-        # best baseline: a bound set too low (fp32 convolutions bounded at the SIMT rate
-        # while cuDNN runs them on TF32 tensor cores) once stopped a problem at 0.47x
+        # best baseline: a bound set too low must not end a problem behind its baselines
+        # (fp32 convolutions bounded at the SIMT rate: benchmarks/results/2026-12-03-h200-s12)
         if ps.best_sol is not None and ps.best_sol >= cfg.converge_sol \
                 and (ps.best_speedup or 0.0) >= 1.0:
             ps.converged = f"SOL score {ps.best_sol:.2f} >= {cfg.converge_sol}"

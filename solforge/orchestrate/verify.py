@@ -2,12 +2,11 @@
 in a fresh runner, interleaved with fresh baselines, on at least :data:`FRESH_SEEDS` fresh
 seeds, before the run reports.
 
-Fresh seeds: a verdict that depends on the seed is not a verdict. On the H200 a router kept
-by a corpus run (7.10x) failed a later ``solforge bench`` on 2 of 65536 expert ids in its
-fifth trial; the search had judged it on one fixed set of seeds. A winner's last check
-therefore runs at least ten correctness trials, each with its own seed and fresh inputs,
-from a random base seed that is not the exploration's (:func:`reverify_overrides`; the
-search agent's verdict uses it too). A winner that fails is not the winner any more (the
+Fresh seeds: a verdict that depends on the seed is not a verdict (a winner judged on one
+fixed set of seeds can fail on another: benchmarks/results/2026-12-02-h200-s10). A
+winner's last check therefore runs at least ten correctness trials, each with its own seed
+and fresh inputs, from a random base seed that is not the exploration's
+(:func:`reverify_overrides`; the search agent's verdict uses it too). A winner that fails is not the winner any more (the
 ledger's ``best`` skips an attempt whose ``final`` failed): the next best is verified in
 turn, until one passes or none is left, and each verdict is an event
 (``final_verification``; ``winner_rejected`` says why one was dropped and what replaced it).

@@ -2,13 +2,13 @@
 modes, CUDA graphs, TF32, channels-last and cuDNN autotuning, library kernels substituted
 into the reference's traced graph), judged by the evaluator, the best re-measured.
 
-``run_search_worker(run, problem, evaluator, SearchConfig())`` is the worker the planner
-calls; see ``agent.py``. Generators and patterns are open to plug-ins through
+``run_search_worker(run, problem, evaluator, SearchConfig())`` searches one problem;
+``SearchWorker`` is the planner's worker kind ``search`` around it (``agent.py``). Generators and patterns are open to plug-ins through
 :func:`register_generator` / :func:`register_pattern` (and the
 ``solforge.search_generators`` entry point).
 """
 
-from solforge.search.agent import SearchConfig, run_search_worker
+from solforge.search.agent import SearchConfig, SearchWorker, run_search_worker
 from solforge.search.candidates import (
     LEVERS,
     Candidate,
@@ -28,7 +28,7 @@ from solforge.search.trace import TracedReference, TraceError, trace_reference
 
 __all__ = [
     "LEVERS", "Candidate", "Match", "Pattern", "SearchConfig", "SearchContext",
-    "TraceError", "TracedReference", "find_matches", "generate_candidates",
+    "SearchWorker", "TraceError", "TracedReference", "find_matches", "generate_candidates",
     "register_generator", "register_pattern", "run_search_worker", "search_context",
     "substitute", "trace_reference",
 ]

@@ -47,10 +47,11 @@ Budgets are per problem and cover the exploration; the verdict always runs.
 ``gpu_seconds`` counts the wall time of the candidate's own phases of each evaluation
 (``budget.CHARGED_PHASES``: its correctness trials, policy probe, timing and host-clock
 batch; on a CPU, the CPU's). Not charged: waits for the device's slot (``slot_wait``: other
-workers' measurements; on the H200 with four workers they were 10-45 s of the first
-evaluations), the wait for a spare runner, the judge's start, building the reference,
-preparing the baselines (compiled once per problem; on the H200 on 2026-12-01 these made the first candidate, the reference
-itself, cost 57-67 s of a 45 s budget, so no other candidate ran) and the closing;
+workers' measurements, tens of seconds with four workers:
+benchmarks/results/2026-12-01-h200-s5), the wait for a spare runner, the judge's start,
+building the reference, preparing the baselines (compiled once per problem; charged,
+they alone would spend a short budget on the first candidate:
+benchmarks/results/2026-12-01-h200-s4) and the closing;
 ``compile_seconds`` counts the time the evaluator spends building, loading and checking
 candidates (its ``build`` and ``candidate`` phases: imports, Triton JIT, ``torch.compile``,
 correctness trials), measured from its phase messages.
@@ -64,16 +65,13 @@ code instead) are not evaluated, since that policy rejects them.
 Resuming (``resume``): candidates a search worker judged before on this problem (same
 source) keep their attempts and evaluations, free of this call's budget, so a later unit
 goes on where an earlier one stopped; a ``final`` already recorded is reused, unless it
-passed on fewer fresh seeds than a verdict now takes (``verify.reverified``). A ledger of
-an older version of this worker (a ``full`` verdict, then a separate ``final``): a failing
-``full`` counts as that candidate's failed verdict; a passing one without its ``final``
-gets the ``final`` now (its figure was never re-measured).
+passed on fewer fresh seeds than a verdict takes (``verify.reverified``).
 
 Not covered: several search workers on one problem at the same moment (they may judge
 the same candidate twice); spending leftover budget on more variants of the winner (the
 candidate list is fixed once generated); ranking by figures of one timing budget when a
-resumed run mixes visible records of different budgets (an older version timed them with
-the evaluator's full budget).
+resumed run mixes visible records of different budgets (a resume with another
+``explore_budget_ms``).
 """
 
 from __future__ import annotations
@@ -84,13 +82,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from solforge.agents.worker import WorkerResult
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.judge.guard import EvaluatorTampered
 from solforge.records.evaluation import EvaluationRecord
 from solforge.orchestrate.ledger import speedup_vs_best
 from solforge.orchestrate.cut_short import STOPPING
+from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.search.budget import PhaseClock, charged_seconds
@@ -168,14 +167,9 @@ class _Search:
     def verdict(self, attempt: int) -> EvaluationRecord:
         """The attempt's ``final`` evaluation (all workloads, a fresh runner, ``rounds``
         interleaved rounds with fresh baselines, the evaluator's own timing budget, at
-        least ten trials from a fresh seed), recorded earlier or run now. A failing
-        ``full`` verdict recorded by an older version of this worker stands for it (the
-        candidate failed on some workload); a passing one does not, since its figure was
-        never re-measured; nor does a passing ``final`` on fewer fresh seeds."""
-        old = self.earlier(attempt, "full")
+        least ten trials from a fresh seed), recorded earlier or run now; a passing one
+        recorded on fewer fresh seeds is not a verdict (``verify.reverified``)."""
         final = self.earlier(attempt, "final")
-        if old is not None and not old.passed and final is None:
-            return old
         if final is not None and (not final.passed or reverified(final)):
             return final
         # rounds > 1 times fresh baselines beside the candidate; not ``fresh_baselines``,
@@ -244,6 +238,20 @@ def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
         run.ledger.set_problem_state(problem.name, "failed")
         s.event("worker_finished", status="error", message=str(e))
         raise
+
+
+class SearchWorker:
+    """The planner's worker kind ``search``: ``SearchWorker(**settings)`` takes
+    :class:`SearchConfig` fields (a bad one fails when the planner is built) and runs one
+    unit as :func:`run_search_worker`, under the unit's worker name."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.config = SearchConfig(**settings)
+
+    def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
+                 unit: Unit) -> WorkerResult:
+        cfg = self.config.model_copy(update={"worker": unit.worker})
+        return run_search_worker(run, problem, evaluator, cfg, stop=unit.stop)
 
 
 def _search(s: _Search) -> WorkerResult:

@@ -4,8 +4,9 @@ A **generator** looks at a problem (its reference module, its traced graph and t
 library patterns found in it, its precision class, the device) and yields
 :class:`Candidate` s: a name, the levers it pulls (from :data:`LEVERS`), an estimated cost
 and the full source of a solution file defining ``ModelNew``. Built-in generators
-(``families.py``) and plug-ins go through the same door: :func:`register_generator`, or a
-package exposing the ``solforge.search_generators`` entry point whose object is a
+(``families.py``, named here by import path and imported when candidates are generated)
+and plug-ins go through the same door: :func:`register_generator`, or a package exposing
+the ``solforge.search_generators`` entry point whose object is a
 ``(context) -> Iterable[Candidate]`` callable.
 
 The cost is an estimate in seconds of what evaluating the candidate takes (compilation
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field, field_validator
 from solforge.records.evaluation import EvaluationRecord
 from solforge.problems.loader import import_file
 from solforge.problems.spec import Problem
+from solforge.registry import lookup
 from solforge.search.match import Match, find_matches
 from solforge.search.trace import TracedReference, TraceError, trace_reference
 
@@ -82,19 +84,22 @@ class SearchContext:
 
 
 Generator = Callable[[SearchContext], Iterable[Candidate]]
-_GENERATORS: dict[str, Generator] = {}
+# the built-in families (``families.py``), by import path; plug-ins add rows
+_GENERATORS: dict[str, str | Generator] = {
+    name: f"solforge.search.families:{name}_family"
+    for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")
+}
 _PLUGINS_LOADED = False
 
 
-def register_generator(name: str, fn: Generator) -> None:
-    """Add (or replace) a generator; built-ins register themselves the same way."""
+def register_generator(name: str, fn: str | Generator) -> None:
+    """Add (or replace) a generator: the callable, or its ``"module:attr"`` import path
+    (imported when candidates are generated). The built-ins are rows of the same table."""
     _GENERATORS[name] = fn
 
 
-def generators() -> dict[str, Generator]:
+def _load_plugins() -> None:
     global _PLUGINS_LOADED
-    from solforge.search import families as _builtin  # noqa: F401  (registers on import)
-
     if not _PLUGINS_LOADED:
         _PLUGINS_LOADED = True
         for ep in entry_points(group="solforge.search_generators"):
@@ -102,7 +107,12 @@ def generators() -> dict[str, Generator]:
                 register_generator(ep.name, ep.load())
             except Exception as e:  # a broken plug-in must not hide the built-ins
                 print(f"solforge: ignoring search generator {ep.name!r}: {e}", file=sys.stderr)
-    return dict(_GENERATORS)
+
+
+def generators() -> dict[str, Generator]:
+    """Every registered generator (entry-point plug-ins included), by name, imported."""
+    _load_plugins()
+    return {name: lookup(_GENERATORS, name, "search generator") for name in list(_GENERATORS)}
 
 
 def search_context(problem: Problem, device: str) -> SearchContext:
@@ -129,11 +139,12 @@ def generate_candidates(ctx: SearchContext, families: list[str] | None = None
     raised (name: message) instead of stopping the others."""
     out: list[Candidate] = []
     errors: dict[str, str] = {}
-    for name, gen in generators().items():
+    _load_plugins()
+    for name in list(_GENERATORS):
         if families is not None and name not in families:
             continue
         try:
-            out += list(gen(ctx))
+            out += list(lookup(_GENERATORS, name, "search generator")(ctx))
         except Exception as e:
             errors[name] = f"{type(e).__name__}: {e}"
     seen: set[str] = set()
@@ -182,18 +193,17 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     - torch.compile's baseline beat the reference (``PROMOTE_COMPILE_BELOW``): the cheap
       candidates that compile (``PROMOTE_COST_FACTOR``; not max-autotune) come first.
       They start from the best baseline's figure; a cheaper candidate that does not
-      compile has to beat it from the eager side. On the H200 on
-      2026-12-01, a 50 s budget ran out on the reference and a CUDA-graph candidate while
-      torch.compile was 5-10x faster than eager (``rmsnorm_gemma2``, ``cross_entropy_llama3``).
+      compile has to beat it from the eager side, and a short budget must not run out
+      before the compiled ones where torch.compile is several times faster than eager
+      (benchmarks/results/2026-12-01-h200-s5).
     - candidates on the operands' own low-precision tensor cores (``lowp_tensor_cores``)
-      come first, after their TF32 parent: on the H200 on 2026-12-02 the TF32 rewrite
-      gained 2.0-2.1x on ``fp8_gemm_per_tensor_llama3`` and ``int8_gemm_w8a8_smoothquant``
-      while the promoted compiled candidates took the last slots of a four-candidate
-      budget, so the FP8/int8 GEMMs never ran.
+      come first, after their TF32 parent: promoted compiled candidates must not take the
+      last slots of a small budget from the FP8/int8 GEMMs
+      (benchmarks/results/2026-12-02-h200-s10).
     - candidates that replay CUDA graphs go last: the ranking figure is device kernel
       time, where a graph's copies in and out count and its gain (no launch gaps) does
-      not show, so X replayed as a graph ranks below X. On the H200 on 2026-12-01 they
-      ranked 0.09-0.55x against the best baseline.
+      not show, so X replayed as a graph ranks below X (0.09-0.55x against the best
+      baseline: benchmarks/results/2026-12-01-h200-s5).
 
     Not covered: a reference that failed (the order is left as it is)."""
     if not reference.passed:
@@ -240,8 +250,7 @@ def slow_compile_reason(reference: EvaluationRecord, limit_s: float) -> str | No
     lengths, a Python loop over them) for new inputs: its baseline is then found
     unavailable, or takes long to warm up. A compiled candidate recompiles the same way
     at each correctness trial with fresh inputs, inside the device's slot, so every other
-    evaluator on the GPU waits: on the H200 on 2026-12-01 (``paged_decode_vllm``, 86 s of
-    baseline preparation) six evaluations waited more than 200 s behind such a candidate.
+    evaluator on the GPU waits behind it (benchmarks/results/2026-12-01-h200-single).
     Not covered: a slow compile that would have settled and won (the baseline shows what
     torch.compile gives; the reported figures still compare against it)."""
     for w in reference.workloads:

@@ -45,9 +45,9 @@ class SearchConfig(BaseModel):
     graph_candidates: int = Field(
         1, ge=0, description="CUDA-graph candidates evaluated per problem, the replay of "
         "the best candidate so far first: the ranking figure is device kernel time, where "
-        "a replay's copies in and out count and its gain (no launch gaps) does not show; "
-        "on the H200 (2026-12-01 and 2026-12-02) no graph candidate was kept on any of 28 "
-        "problems, and two per problem spent about 10 s of the device's slot")
+        "a replay's copies in and out count and its gain (no launch gaps) does not show, so "
+        "a graph candidate is rarely kept and each costs the device's slot "
+        "(benchmarks/results/2026-12-01-h200-s5, 2026-12-02-h200-s8)")
     slow_compile_s: float = Field(
         45.0, gt=0, description="compiled candidates are skipped when preparing the "
         "reference's baselines took longer (torch.compile recompiling on data-dependent "

@@ -1,4 +1,5 @@
-"""The built-in candidate families, registered as generators (``candidates.py``).
+"""The built-in candidate families: the generators ``candidates.py`` names by import path
+(``<family>_family``).
 
 =================  ================================================================  ==========
 family             candidates                                                         applies to
@@ -45,12 +46,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from solforge.search.candidates import (
-    LEVERS,
-    Candidate,
-    SearchContext,
-    register_generator,
-)
+from solforge.search.candidates import LEVERS, Candidate, SearchContext
 from solforge.search.emit import (
     BASE_IMPORTS,
     copied_names,
@@ -202,8 +198,9 @@ def compile_family(ctx: SearchContext):
 
 
 def cuda_graphs_family(ctx: SearchContext):
-    # on the H200 on 2026-12-01 paged_decode_vllm's graph capture failed on its
-    # seq_lens.tolist(): an evaluation spent to learn what the source says
+    # a forward that reads tensor values on the host (a .tolist()) cannot be captured: its
+    # candidate would spend an evaluation to learn what the source says
+    # (benchmarks/results/2026-12-01-h200-s6)
     if not ctx.gpu or reads_values_on_host(ctx):
         return
     why = ("One graph replay instead of one launch per kernel: removes launch gaps and "
@@ -377,9 +374,3 @@ def library_family(ctx: SearchContext):
                                          "the kernels.")
         if c is not None:
             yield c
-
-
-for _name, _gen in (("reference", reference_family), ("compile", compile_family),
-                    ("cuda_graphs", cuda_graphs_family), ("tf32", tf32_family),
-                    ("conv", conv_family), ("library", library_family)):
-    register_generator(_name, _gen)

@@ -15,8 +15,9 @@ graph: the replacement goes right after the last node of the match, every use of
 output is redirected to it, and the matched nodes (now unused) are erased with any shape
 arithmetic only they needed.
 
-Built-in patterns live in the ``patterns`` package and register through
-:func:`register_pattern`, the same door a plug-in uses.
+Built-in patterns live in the ``patterns`` package, named here by import path
+(``_PATTERNS``, ``solforge.registry``) and imported when matching starts; a plug-in adds
+its own through :func:`register_pattern`, the same table.
 
 Not covered: patterns spread over several graphs (a model split into modules fx keeps as
 leaves is matched only where the leaf is itself a pattern: ``nn.LayerNorm``, ``nn.SiLU``,
@@ -37,6 +38,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from solforge.registry import lookup
 from solforge.search.trace import AttrRef, TracedReference
 
 LIBRARY_MODULE = "solforge.kernels.triton"
@@ -85,22 +87,37 @@ class Pattern:
     description: str
 
 
-_PATTERNS: list[Pattern] = []
+# the built-ins, in the order they are tried (fused patterns first); plug-ins add rows
+_PATTERNS: dict[str, str | Pattern] = {
+    "sdpa": "solforge.search.patterns.attention:SDPA_PATTERN",
+    "gqa": "solforge.search.patterns.gqa:GQA_PATTERN",
+    "fp8_quant": "solforge.search.patterns.quant:FP8_QUANT_PATTERN",
+    "lowp_gemm": "solforge.search.patterns.lowp_gemm:LOWP_GEMM_PATTERN",
+    "rms_norm": "solforge.search.patterns.norms:RMS_NORM_PATTERN",
+    "rope": "solforge.search.patterns.rope:ROPE_PATTERN",
+    "glu": "solforge.search.patterns.pointwise:GLU_PATTERN",
+    "layer_norm": "solforge.search.patterns.norms:LAYER_NORM_PATTERN",
+    "softmax_topk": "solforge.search.patterns.reductions:SOFTMAX_TOPK_PATTERN",
+    "softmax": "solforge.search.patterns.pointwise:SOFTMAX_PATTERN",
+    "argmax": "solforge.search.patterns.reductions:ARGMAX_PATTERN",
+    "sum_dim": "solforge.search.patterns.reductions:SUM_DIM_PATTERN",
+    "bias_act": "solforge.search.patterns.pointwise:BIAS_ACT_PATTERN",
+}
 
 
-def register_pattern(pattern: Pattern, before: str | None = None) -> None:
-    """Add a pattern (built-ins use this too); ``before`` runs it ahead of another."""
+def register_pattern(pattern: Pattern | str, before: str | None = None,
+                     name: str | None = None) -> None:
+    """Add (or replace) a pattern: a :class:`Pattern`, or the ``"module:attr"`` import path
+    of one registered as ``name`` (imported when matching starts); ``before`` runs it ahead
+    of another. The built-ins are rows of the same table."""
     global _PATTERNS
-    _PATTERNS = [p for p in _PATTERNS if p.name != pattern.name]
-    names = [p.name for p in _PATTERNS]
-    at = names.index(before) if before in names else len(_PATTERNS)
-    _PATTERNS.insert(at, pattern)
-
-
-def patterns() -> list[Pattern]:
-    from solforge.search import patterns as _builtin  # noqa: F401  (registers on import)
-
-    return list(_PATTERNS)
+    key = pattern.name if isinstance(pattern, Pattern) else name
+    if not key:
+        raise ValueError(f"register_pattern({pattern!r}) needs name=... for an import path")
+    rows = [(n, p) for n, p in _PATTERNS.items() if n != key]
+    names = [n for n, _ in rows]
+    rows.insert(names.index(before) if before in names else len(rows), (key, pattern))
+    _PATTERNS = dict(rows)
 
 
 # -- reading nodes --------------------------------------------------------------------------
@@ -272,12 +289,13 @@ def find_matches(traced: TracedReference, kinds: set[str] | None = None,
     pattern that raises is skipped, its error appended to ``errors``."""
     taken: set[fx.Node] = set()
     found: list[Match] = []
-    for pattern in patterns():
+    for name in list(_PATTERNS):
         try:
+            pattern = lookup(_PATTERNS, name, "search pattern")
             matches = pattern.find(traced)
         except Exception as e:  # one broken pattern (a plug-in's) must not hide the others
             if errors is not None:
-                errors.append(f"pattern {pattern.name}: {type(e).__name__}: {e}")
+                errors.append(f"pattern {name}: {type(e).__name__}: {e}")
             continue
         for m in matches:
             if kinds is not None and m.kind not in kinds:

@@ -95,9 +95,9 @@ def native_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor |
     of the operands). Per-tensor FP8 scales go into the GEMM's epilogue; per-row scales
     multiply the fp32 result after it.
 
-    An int8 ``a`` of at most 16 rows (decoding) is copied into a zero-padded one of 32: on
-    the H200 on 2026-12-02 the TF32 fallback took 0.451 ms for M=1 against Llama's
-    gate/up weight, torch.compile's fp32 GEMM 0.274, the bytes 0.028.
+    An int8 ``a`` of at most 16 rows (decoding) is copied into a zero-padded one of 32, so
+    the native GEMM applies: the TF32 fallback is slower than torch.compile's fp32 GEMM at
+    M=1 (0.451 against 0.274 ms, benchmarks/results/2026-12-02-h200-s10).
 
     Where the shape rules exclude the native GEMM (:func:`_native_shape`: a K or N off
     the alignment) or PyTorch refuses it (a GPU without FP8 units, a

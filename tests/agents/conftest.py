@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from solforge.agents.clients import ModelConfig
+from solforge.agents.model import ModelConfig
 from solforge.bench.evaluator import Evaluator
 from solforge.records.options import EvalOptions
 from tests.agents.loopback import Reply, Request

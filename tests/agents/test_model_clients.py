@@ -8,15 +8,8 @@ import pytest
 from pydantic import SecretStr
 
 from solforge.agents import pricing
-from solforge.agents.clients import (
-    ClientInfo,
-    Message,
-    ModelConfig,
-    ToolCall,
-    ToolSpec,
-    make_client,
-    register_client,
-)
+from solforge.agents.clients import ClientInfo, make_client, register_client
+from solforge.agents.model import Message, ModelConfig, ToolCall, ToolSpec
 from solforge.agents.errors import ContextTooLong, FormatError, ModelError
 from solforge.agents.settings import resolve_model_config
 from tests.agents.conftest import model_config
@@ -185,6 +178,13 @@ def test_prices_known_unknown_and_overridden():
     assert ModelConfig(model="my-finetune", price_in=0, price_out=0).usage(10, 10).cost_usd == 0
 
 
+class PathEcho:
+    """A client a test registers by import path."""
+
+    def __init__(self, config):
+        self.config = config
+
+
 def test_plugins_register_through_the_same_door():
     class Echo:
         def __init__(self, config):
@@ -195,3 +195,10 @@ def test_plugins_register_through_the_same_door():
     assert isinstance(client, Echo)
     with pytest.raises(ModelError, match="unknown --api"):
         make_client(ModelConfig(api="missing-test", model="m"))
+    # a client named by import path is imported when made; a broken path says what to fix
+    register_client("echo-path", ClientInfo("tests.agents.test_model_clients:PathEcho"))
+    assert type(make_client(ModelConfig(api="echo-path", model="m"))).__name__ == "PathEcho"
+    register_client("gone-test", ClientInfo("solforge_no_such_module:Client"))
+    with pytest.raises(ModelError, match="model client 'gone-test': solforge_no_such_module:"
+                       "Client could not be loaded: importing solforge_no_such_module failed"):
+        make_client(ModelConfig(api="gone-test", model="m"))

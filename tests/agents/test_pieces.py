@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from solforge.agents import prompts
-from solforge.agents.clients import Message, ToolCall, Usage
 from solforge.agents.context import estimate_tokens, fit_context
+from solforge.agents.model import Message, ToolCall
 from solforge.agents.ncu import format_kernels, parse_ncu_csv
 from solforge.agents.report import evaluation_report
 from solforge.agents.trajectory import TRAJECTORY_SCHEMA, Trajectory, load, repair
 from solforge.agents.visible import visible_source, write_visible_problem
 from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
+from solforge.orchestrate.units import Usage
 from solforge.problems import load_problem
 from tests.agents.conftest import TINY
 from tests.conftest import PROBLEMS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from solforge.agents.clients import ToolCall
+from solforge.agents.model import ToolCall
 from solforge.agents.errors import ToolError
 from solforge.agents.shell import run_contained
 from solforge.agents.tools import SPECS, Toolbox, ToolConfig

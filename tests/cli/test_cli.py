@@ -119,3 +119,85 @@ def test_optimize_reopen_needs_resume_and_known_problems(tmp_path):
     r = sf("optimize", "--resume", str(run.dir), "--reopen", "kb_relu,nope")
     assert r.returncode == 2, r.stdout
     assert "cannot reopen nope: not a problem of this run (its problems: kb_relu)" in r.stdout
+
+
+RUN_TOML = """
+[planner]
+max_units = 2
+[planner.budgets]
+wall_s = 120
+[search]
+max_candidates = 1
+families = ["reference"]
+[eval]
+trials = 3
+timeout_s = 99
+"""
+
+
+def test_optimize_config_file_with_flags_over_it(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(RUN_TOML)
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--config", str(cfg), "--max-units",
+           "4", "--timeout", "50", "--run-dir", str(tmp_path / "dry"), "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    used = json.loads(r.stdout)
+    assert used["planner"]["max_units"] == 4            # typed: the flag wins
+    assert used["eval"]["timeout_s"] == 50
+    assert used["planner"]["budgets"]["wall_s"] == 120  # the file's
+    assert used["search"]["max_candidates"] == 1 and used["search"]["families"] == ["reference"]
+    assert used["eval"]["trials"] == 3
+    assert used["planner"]["patience"] == 2             # neither: the flag's default
+    assert used["problems"] == ["kb_relu"]
+    assert not (tmp_path / "dry").exists()              # a dry run creates nothing
+    # a real run records the settings it used
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--config", str(cfg), "--run-dir",
+           str(tmp_path / "run"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    from solforge.orchestrate.run import Run
+
+    run = Run.open(tmp_path / "run")
+    options = run.spec.options
+    assert options["config"] == str(cfg)
+    assert options["planner"]["max_units"] == 2 and options["eval"]["trials"] == 3
+    assert options["search"]["max_candidates"] == 1
+    attempts = run.ledger.attempts("kb_relu")
+    assert [a["path"] for a in attempts] == ["candidate:reference"]  # families, max 1
+    record = run.ledger.evaluations("kb_relu", kind="visible")[0]["record"]
+    assert {w["trials"] for w in record["workloads"]} == {3}  # [eval] trials
+
+
+def test_optimize_config_file_errors_name_file_section_and_key(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[planner.budgets]\nwall_s = "soon"\n[search]\ngpu_secnds = 5\n'
+                   '[llm]\nrole = "reviewer"\n[evaluation]\ntrials = 2\n')
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--config", str(cfg), "--dry-run")
+    assert r.returncode == 2, r.stdout
+    out = " ".join(r.stdout.split())
+    assert f"{cfg}:" in out
+    assert "[planner.budgets] wall_s: Input should be a valid number" in out
+    assert "[search] gpu_secnds: unknown key (known: worker, role, families" in out
+    assert "[llm] role: set per unit, not here (use [planner] roles)" in out
+    assert "[evaluation]: unknown section (known: planner, search, llm, eval)" in out
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--config", str(tmp_path / "no.toml"))
+    assert r.returncode == 2 and "no.toml: no such file (--config)" in r.stdout, r.stdout
+    # the help names the tables (rich markup must not eat them)
+    r = sf("optimize", "--help")
+    text = " ".join(r.stdout.replace("│", " ").split())
+    assert "[planner.budgets]" in text and "[eval] EvalOptions" in text, r.stdout
+
+
+def test_optimize_config_file_llm_tables(tmp_path):
+    cfg = tmp_path / "llm.toml"
+    cfg.write_text('[llm.model]\nmodel = "local-coder"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                   'temperature = 0.2\n[llm.agent]\nstep_limit = 7\n')
+    r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--agent", "llm", "--config", str(cfg),
+           "--max-cost", "2", "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    llm = json.loads(r.stdout)["llm"]
+    assert llm["model"]["model"] == "local-coder" and llm["model"]["temperature"] == 0.2
+    assert llm["model"]["base_url"] == "http://127.0.0.1:9/v1"
+    assert "api_key" not in llm["model"]                     # the key is never recorded
+    assert llm["agent"]["step_limit"] == 7                   # the file's
+    assert llm["agent"]["cost_limit_usd"] == 2               # typed: the flag's
+    assert llm["agent"]["time_limit_s"] == 3600              # neither: the flag's default

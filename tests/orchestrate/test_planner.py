@@ -175,11 +175,8 @@ def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path, monk
     assert [a["path"] for a in led.attempts()] == ["candidate:reference"]
     assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "stopped"}
     assert len(led.evaluations(kind="final")) == 1  # the best so far was judged
-    # a ledger older than the mark: the stop's skip events during the unit tell it
     from solforge.orchestrate.cut_short import cut_short_units
 
-    older = {k: v for k, v in unit["data"].items() if k != "cut_short"}
-    led.set_work(unit["id"], "done", data=older)
     assert cut_short_units(led) == {unit["id"]}
 
     again = Planner(Run.open(run.dir), [RELU], config.model_copy(update={"budgets": Budgets()}),

@@ -1,7 +1,5 @@
 """A run killed with SIGKILL in the middle of its work resumes without losing or redoing
-finished evaluations. The run is the real `solforge optimize` in its own process group.
-And the search worker resumes a ledger an older version of it wrote (a ``full`` verdict,
-then a separate ``final``)."""
+finished evaluations. The run is the real `solforge optimize` in its own process group."""
 
 from __future__ import annotations
 
@@ -15,11 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from solforge.bench.evaluator import Evaluator
-from solforge.records.options import EvalOptions
-from solforge.orchestrate.run import Run, RunSpec
-from solforge.problems import load_problem
-from solforge.search import SearchConfig, run_search_worker
+from solforge.orchestrate.run import Run
 from tests.agents.conftest import GOOD
 from tests.agents.loopback import Reply, Request, ScriptedServer
 from tests.conftest import PROBLEMS
@@ -130,45 +124,3 @@ def test_search_sigkill_mid_verdict_then_resume_measures_the_final_once(tmp_path
     # the evaluator's timing budget as given, in the run's spec (what the final used)
     assert json.loads((run_dir / "spec.json").read_text())["options"]["eval"][
         "budget_ms"] == 40.0
-
-
-def older_ledger(run: Run, status: str) -> None:
-    """Make the run's ledger look like the older search worker's, killed before its
-    re-measurement: the winner's verdict a ``full`` evaluation with ``status``, no
-    ``final``."""
-    db = sqlite3.connect(run.dir / "ledger.sqlite")
-    with db:
-        for eid, text in db.execute("SELECT id, record FROM evaluations WHERE kind='final'"
-                                    ).fetchall():
-            record = json.loads(text) | {"status": status}
-            db.execute("UPDATE evaluations SET kind='full', status=?, record=? WHERE id=?",
-                       (status, json.dumps(record), eid))
-    db.close()
-
-
-def test_search_resumes_an_older_ledger_with_a_full_verdict(tmp_path, monkeypatch):
-    # five evaluations back to back: the next runner starts during the current one
-    monkeypatch.setenv("SOLFORGE_SPARES", "2")
-    relu = load_problem(PROBLEMS / "kb_relu.py")
-    cfg = SearchConfig(families=["reference"], max_candidates=1, rounds=2)
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120)) as ev:
-        passed = Run.create(tmp_path / "passed", RunSpec(agent="search"))
-        failed = Run.create(tmp_path / "failed", RunSpec(agent="search"))
-        for run, status in ((passed, "PASSED"), (failed, "INCORRECT_NUMERICAL")):
-            run_search_worker(run, relu, ev, cfg)
-            older_ledger(run, status)
-        later = cfg.model_copy(update={"worker": "search-2"})
-        # a passing full verdict was never re-measured: the final runs now, and reports
-        res = run_search_worker(passed, relu, ev, later)
-        # a failing one stands: nothing runs again
-        gone = run_search_worker(failed, relu, ev, later)
-    assert evaluations(passed.dir) == [("visible", "PASSED"), ("full", "PASSED"),
-                                       ("final", "PASSED")]
-    (final,) = passed.ledger.evaluations(kind="final")
-    assert res.steps == 0 and res.verdict == "PASSED" and res.attempt == final["attempt"]
-    assert res.speedup_vs_eager == final["speedup_vs_eager"]
-    assert passed.ledger.best("kb_relu")["id"] == final["id"]
-    assert evaluations(failed.dir) == [("visible", "PASSED"), ("full", "INCORRECT_NUMERICAL")]
-    assert gone.verdict == "INCORRECT_NUMERICAL"
-    assert gone.message.startswith("the best candidates failed the final verdict")

@@ -245,3 +245,16 @@ def test_files_that_import_solforge_name_the_library_they_were_built_on(tmp_path
     assert first == digest_of(tmp_path, ("kernels", "runtime.py"))
     (tmp_path / "kernels" / "a.py").write_text("x = 2\n")
     assert digest_of(tmp_path, ("kernels", "runtime.py")) != first
+
+
+def test_generators_by_import_path_and_a_broken_one_named(monkeypatch):
+    monkeypatch.setattr(candidates_module, "_GENERATORS", {
+        "again": "solforge.search.families:reference_family",
+        "gone": "solforge_no_such_module:family",
+    })
+    ctx = search_context(find_builtin("silu_llama3"), "cpu")
+    cands, errors = generate_candidates(ctx)
+    assert [c.name for c in cands] == ["reference"]
+    assert errors["gone"].startswith("RegistryError: search generator 'gone': "
+                                     "solforge_no_such_module:family could not be loaded: "
+                                     "importing solforge_no_such_module failed")

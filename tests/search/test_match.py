@@ -236,3 +236,25 @@ def _sdpa(q, k, v, mask, scale):
     import torch.nn.functional as F
 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def test_patterns_through_one_table_by_object_or_import_path(monkeypatch):
+    import solforge.search.match as match_module
+    from solforge.problems import find_builtin
+    from solforge.search.match import Pattern, register_pattern
+
+    monkeypatch.setattr(match_module, "_PATTERNS", dict(match_module._PATTERNS))
+    order: list[str] = []
+    register_pattern(Pattern("first", lambda tr: order.append("first") or [], "a plug-in"),
+                     before="sdpa")
+    register_pattern("solforge_no_such_module:PATTERN", name="gone")
+    with pytest.raises(ValueError, match="needs name="):
+        register_pattern("solforge.search.patterns.pointwise:GLU_PATTERN")
+    assert list(match_module._PATTERNS)[:2] == ["first", "sdpa"]
+    p = find_builtin("silu_llama3")
+    errors: list[str] = []
+    found = find_matches(trace_reference(p, import_file(p.path)), errors=errors)
+    assert order == ["first"] and [m.kind for m in found] == ["bias_act"]
+    assert len(errors) == 1 and errors[0].startswith(
+        "pattern gone: RegistryError: search pattern 'gone': solforge_no_such_module:PATTERN "
+        "could not be loaded: importing solforge_no_such_module failed")

@@ -1,6 +1,7 @@
 """The built-in patterns: what each matches, and what it checks to stay exact.
 
-In the order :func:`~solforge.search.match.find_matches` tries them:
+Each module defines its ``Pattern`` objects (``*_PATTERN``); ``match.py`` names them in its
+table of import paths, in the order :func:`~solforge.search.match.find_matches` tries them:
 
 - ``sdpa``: ``matmul(q, k^T)`` [``* scale``] [``+ triu(full(-big), 1)``] ``softmax(-1)``
   [cast] ``matmul(., v)`` → ``F.scaled_dot_product_attention(q, k, v, is_causal=...,
@@ -48,33 +49,3 @@ sliding-window or additive mask written as matmul-softmax-matmul, dropout, and r
 FlexAttention; exact-erf GeGLU; FP8 per-block
 (weight) quantization, FP8 dequantization, int8 quantization.
 """
-
-from __future__ import annotations
-
-from solforge.search.match import Pattern, register_pattern
-from solforge.search.patterns.attention import find_sdpa
-from solforge.search.patterns.gqa import find_gqa
-from solforge.search.patterns.lowp_gemm import find_lowp_gemm
-from solforge.search.patterns.norms import find_layer_norm, find_rms_norm
-from solforge.search.patterns.pointwise import find_bias_act, find_glu, find_softmax
-from solforge.search.patterns.quant import find_fp8_quant
-from solforge.search.patterns.reductions import find_argmax, find_softmax_topk, find_sum_dim
-from solforge.search.patterns.rope import find_rope
-
-for _p in (
-    Pattern("sdpa", find_sdpa, "attention as matmul-softmax-matmul → fused SDPA"),
-    Pattern("gqa", find_gqa, "repeat_kv feeding SDPA → SDPA with enable_gqa"),
-    Pattern("fp8_quant", find_fp8_quant, "fp8 e4m3 quantization per tensor / per group"),
-    Pattern("lowp_gemm", find_lowp_gemm, "FP8/int8/16-bit GEMM upcast to fp32 → TF32, scales "
-            "after"),
-    Pattern("rms_norm", find_rms_norm, "(residual add +) RMSNorm, Llama and Gemma forms"),
-    Pattern("rope", find_rope, "rotate-half rotary embedding"),
-    Pattern("glu", find_glu, "SwiGLU and GeGLU (tanh) gated units"),
-    Pattern("layer_norm", find_layer_norm, "LayerNorm over the last dim"),
-    Pattern("softmax_topk", find_softmax_topk, "MoE routing: softmax, top-k, renormalised"),
-    Pattern("softmax", find_softmax, "softmax over the last dim (and its cast)"),
-    Pattern("argmax", find_argmax, "argmax over the last dim"),
-    Pattern("sum_dim", find_sum_dim, "sum or mean over a dim other than the last"),
-    Pattern("bias_act", find_bias_act, "bias + GELU/SiLU, or the activation alone"),
-):
-    register_pattern(_p)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from solforge.search.match import (
     Match,
+    Pattern,
     arg,
     call,
     cast_source,
@@ -118,3 +119,6 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
                            f"(scale {scale!r}) → F.scaled_dot_product_attention",
                            ("sdpa", "fusion"), optional, (F.scaled_dot_product_attention,)))
     return found
+
+
+SDPA_PATTERN = Pattern("sdpa", find_sdpa, "attention as matmul-softmax-matmul → fused SDPA")

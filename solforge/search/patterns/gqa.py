@@ -23,7 +23,7 @@ from typing import Any
 import torch.fx as fx
 import torch.nn.functional as F
 
-from solforge.search.match import Match, arg, call, number, op, tensor
+from solforge.search.match import Match, Pattern, arg, call, number, op, tensor
 from solforge.search.patterns.common import graph_nodes
 from solforge.search.trace import TracedReference
 
@@ -92,3 +92,6 @@ def find_gqa(tr: TracedReference) -> list[Match]:
                            "..., enable_gqa=True)",
                            ("sdpa", "fusion"), set(), (F.scaled_dot_product_attention,)))
     return found
+
+
+GQA_PATTERN = Pattern("gqa", find_gqa, "repeat_kv feeding SDPA → SDPA with enable_gqa")

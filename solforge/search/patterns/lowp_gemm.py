@@ -34,7 +34,16 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from solforge.search.match import LibraryFunction, Match, arg, call, cast_source, op, tensor
+from solforge.search.match import (
+    LibraryFunction,
+    Match,
+    Pattern,
+    arg,
+    call,
+    cast_source,
+    op,
+    tensor,
+)
 from solforge.search.patterns.common import graph_nodes
 from solforge.search.trace import TracedReference
 
@@ -110,3 +119,7 @@ def find_lowp_gemm(tr: TracedReference, native: bool = False) -> list[Match]:
                            f"{tensor(qa).dtype} x {tensor(qb).dtype} GEMM dequantized to "
                            f"fp32 → runtime.{fn.name} ({units})", levers, set(), (fn,)))
     return found
+
+
+LOWP_GEMM_PATTERN = Pattern("lowp_gemm", find_lowp_gemm,
+                            "FP8/int8/16-bit GEMM upcast to fp32 → TF32, scales after")

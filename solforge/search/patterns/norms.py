@@ -9,6 +9,7 @@ import torch.fx as fx
 
 from solforge.search.match import (
     Match,
+    Pattern,
     arg,
     call,
     cast_source,
@@ -183,3 +184,8 @@ def find_layer_norm(tr: TracedReference) -> list[Match]:
         found.append(Match("layer_norm", {n}, [n], build, "LayerNorm over the last dim → "
                            "layer_norm", ("library_kernel",), set(), (LAYER_NORM,)))
     return found
+
+
+RMS_NORM_PATTERN = Pattern("rms_norm", find_rms_norm,
+                           "(residual add +) RMSNorm, Llama and Gemma forms")
+LAYER_NORM_PATTERN = Pattern("layer_norm", find_layer_norm, "LayerNorm over the last dim")

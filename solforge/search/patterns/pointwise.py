@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from solforge.search.match import (
     Match,
+    Pattern,
     arg,
     call,
     cast_source,
@@ -143,3 +144,10 @@ def find_bias_act(tr: TracedReference) -> list[Match]:
         found.append(Match("bias_act", nodes, [n], build, f"{what} → bias_act",
                            FUSED if fused else ("library_kernel",), set(), (BIAS_ACT,)))
     return found
+
+
+GLU_PATTERN = Pattern("glu", find_glu, "SwiGLU and GeGLU (tanh) gated units")
+SOFTMAX_PATTERN = Pattern("softmax", find_softmax,
+                          "softmax over the last dim (and its cast)")
+BIAS_ACT_PATTERN = Pattern("bias_act", find_bias_act,
+                           "bias + GELU/SiLU, or the activation alone")

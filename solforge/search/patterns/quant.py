@@ -9,6 +9,7 @@ import torch.fx as fx
 
 from solforge.search.match import (
     Match,
+    Pattern,
     arg,
     call,
     cast_source,
@@ -134,3 +135,7 @@ def _per_tensor(qn: fx.Node, c: fx.Node, y: fx.Node) -> Match | None:
                      "dynamic per-tensor fp8 e4m3 quantization → fp8_quant_per_tensor",
                      FUSED, optional, (FP8_PER_TENSOR,))
     return None
+
+
+FP8_QUANT_PATTERN = Pattern("fp8_quant", find_fp8_quant,
+                            "fp8 e4m3 quantization per tensor / per group")

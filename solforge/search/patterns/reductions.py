@@ -35,7 +35,7 @@ import torch
 import torch.fx as fx
 
 from solforge.search.match import Match, arg, call, cast_source, dtype, is_last_dim, item
-from solforge.search.match import only_user, op, tensor
+from solforge.search.match import Pattern, only_user, op, tensor
 from solforge.search.patterns.common import ARGMAX, FLOATS, SOFTMAX_TOPK, SUM_DIM, graph_nodes
 from solforge.search.trace import TracedReference
 
@@ -159,3 +159,10 @@ def find_sum_dim(tr: TracedReference) -> list[Match]:
                            f"{kind} over dim {dim} (not the last) → sum_dim (tiles along the "
                            "kept dims)", ("library_kernel",), set(), (SUM_DIM,)))
     return found
+
+
+SOFTMAX_TOPK_PATTERN = Pattern("softmax_topk", find_softmax_topk,
+                               "MoE routing: softmax, top-k, renormalised")
+ARGMAX_PATTERN = Pattern("argmax", find_argmax, "argmax over the last dim")
+SUM_DIM_PATTERN = Pattern("sum_dim", find_sum_dim,
+                          "sum or mean over a dim other than the last")

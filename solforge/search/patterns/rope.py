@@ -9,6 +9,7 @@ import torch.fx as fx
 
 from solforge.search.match import (
     Match,
+    Pattern,
     arg,
     call,
     dtype,
@@ -135,3 +136,6 @@ def _rope_match(q_match, k_match) -> Match:
     return Match("rope", nodes, outs, build,
                  f"rotate-half rotary embedding of {what} → rotary_embedding", FUSED,
                  set(), (ROTARY,))
+
+
+ROPE_PATTERN = Pattern("rope", find_rope, "rotate-half rotary embedding")
