@@ -18,7 +18,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.records import speedup_vs_best
 from solforge.orchestrate.run import Run
 
 

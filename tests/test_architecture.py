@@ -21,7 +21,7 @@ PACKAGE_LAYERS = [
     ["orchestrate"],
     ["bench"],
     ["sol", "kernels"],
-    ["problems", "records", "env"],
+    ["problems", "records", "env", "registry"],
 ]
 BENCH_LAYERS = [
     ["suite"],

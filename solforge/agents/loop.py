@@ -20,7 +20,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from solforge.agents.model import Message, ModelClient, ModelReply
 from solforge.agents.context import estimate_tokens, fit_context
 from solforge.agents.errors import (
     AgentExit,
@@ -31,6 +30,7 @@ from solforge.agents.errors import (
     Submitted,
     TimeExceeded,
 )
+from solforge.agents.model import Message, ModelClient, ModelReply
 from solforge.agents.tools import Toolbox
 from solforge.agents.trajectory import Trajectory, TrajectoryState
 from solforge.orchestrate.units import Usage

@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from solforge.agents.errors import ModelError
 from solforge.agents.model import Message, ModelConfig, ModelReply, ToolCall, ToolSpec
 from solforge.agents.retries import call_with_retries, classify_sdk_error
-from solforge.agents.errors import ModelError
 
 
 def to_openai(system: str, messages: list[Message]) -> list[dict[str, Any]]:

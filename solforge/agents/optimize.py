@@ -25,14 +25,14 @@ from solforge.agents.loop import AgentConfig
 from solforge.agents.model import ModelClient
 from solforge.agents.settings import resolve_model_config
 from solforge.agents.tools import ToolConfig
-from solforge.records.options import EvalOptions
-from solforge.bench.policy.solution import languages as known_languages
+from solforge.bench import languages as known_languages
 from solforge.orchestrate.planner import Planner
 from solforge.orchestrate.planner_config import PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems import resolve_target
 from solforge.problems.spec import Problem
+from solforge.records.options import EvalOptions
 
 
 class OptimizeResult(BaseModel):

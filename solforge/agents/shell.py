@@ -32,11 +32,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from solforge.bench import (
+    OutputTail,
+    SandboxConfig,
+    device_slot,
+    kill_tree,
+    runner_env,
+    slot_env,
+)
 from solforge.bench.runner import sandbox
-from solforge.bench.runner.output_tail import OutputTail
-from solforge.bench.runner.proctree import kill_tree
-from solforge.bench.runner.sandbox import SandboxConfig, runner_env
-from solforge.bench.measure.slots import device_slot, slot_env
 
 
 @dataclass

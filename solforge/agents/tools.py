@@ -37,17 +37,15 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from solforge.agents.model import ToolCall, ToolSpec
 from solforge.agents.errors import FormatError, Submitted, ToolError
+from solforge.agents.model import ToolCall, ToolSpec
 from solforge.agents.report import evaluation_report, profile_report
 from solforge.agents.shell import run_contained
 from solforge.agents.workspace import SOLUTION_FILE, Workspace
-from solforge.bench.evaluator import Evaluator
-from solforge.records.evaluation import EvaluationRecord
-from solforge.bench.runner.sandbox import SandboxConfig
-from solforge.bench.measure.slots import device_slot
-from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.bench import Evaluator, SandboxConfig, device_slot
 from solforge.problems.spec import Problem
+from solforge.records import speedup_vs_best
+from solforge.records.evaluation import EvaluationRecord
 
 
 class ToolConfig(BaseModel):

@@ -42,14 +42,13 @@ from solforge.agents.tools import Best, Toolbox, ToolConfig
 from solforge.agents.trajectory import Trajectory, load
 from solforge.agents.visible import write_visible_problem
 from solforge.agents.workspace import PROBLEM_FILE, SOLUTION_FILE, Workspace
-from solforge.bench.evaluator import Evaluator
-from solforge.records.evaluation import EvaluationRecord
-from solforge.bench.policy.solution import detect_language
-from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.bench import Evaluator, detect_language
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems.spec import Problem, ProblemError
+from solforge.records import speedup_vs_best
+from solforge.records.evaluation import EvaluationRecord
 
 
 class WorkerConfig(BaseModel):

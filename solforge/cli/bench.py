@@ -6,22 +6,17 @@ import json
 from pathlib import Path
 
 import typer
-from solforge.cli.console import make_console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from solforge.records.options import EvalOptions
-from solforge.records.evaluation import EvaluationRecord
-from solforge.bench.suite import SuiteStopped
-from solforge.bench.suite import bench as run_bench
-from solforge.bench.suite import with_solutions
+from solforge.bench import SuiteStopped, with_solutions
+from solforge.bench import bench as run_bench
+from solforge.cli.console import fmt, make_console
 from solforge.problems import ProblemError, resolve_target
+from solforge.records.evaluation import EvaluationRecord
+from solforge.records.options import EvalOptions
 
 console = make_console()
-
-
-def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}{unit}"
 
 
 def workloads_table(r: EvaluationRecord) -> Table:
@@ -32,10 +27,10 @@ def workloads_table(r: EvaluationRecord) -> Table:
         t.add_column(col, justify="left" if col in ("workload", "bound") else "right")
     for w in r.workloads:
         t.add_row(w.name, "" if w.visible else "yes", "yes" if w.correct else "NO",
-                  _fmt(w.max_abs_error, digits=2), _fmt(w.time_ms), _fmt(w.eager_ms),
-                  _fmt(w.compile_ms), _fmt(w.speedup_vs_eager, "x"),
-                  _fmt(w.speedup_vs_compile, "x"), _fmt(w.sol_ms), w.bound or "-",
-                  _fmt(w.sol_score, digits=2))
+                  fmt(w.max_abs_error, digits=2), fmt(w.time_ms), fmt(w.eager_ms),
+                  fmt(w.compile_ms), fmt(w.speedup_vs_eager, "x"),
+                  fmt(w.speedup_vs_compile, "x"), fmt(w.sol_ms), w.bound or "-",
+                  fmt(w.sol_score, digits=2))
     return t
 
 
@@ -53,11 +48,11 @@ def records_table(records: list[EvaluationRecord], title: str = "") -> Table:
             status += f" [yellow]{','.join(r.flags)}[/yellow]"
         first = timed[0] if len(timed) == 1 else None
         t.add_row(r.problem, status, f"{ok}/{len(r.workloads)}",
-                  _fmt(first.time_ms) if first else (f"{len(timed)} timed" if timed else "-"),
-                  _fmt(first.eager_ms) if first else "-",
-                  _fmt(first.compile_ms) if first else "-",
-                  _fmt(r.speedup_vs_eager, "x"), _fmt(r.speedup_vs_compile, "x"),
-                  _fmt(r.sol_score, digits=2))
+                  fmt(first.time_ms) if first else (f"{len(timed)} timed" if timed else "-"),
+                  fmt(first.eager_ms) if first else "-",
+                  fmt(first.compile_ms) if first else "-",
+                  fmt(r.speedup_vs_eager, "x"), fmt(r.speedup_vs_compile, "x"),
+                  fmt(r.sol_score, digits=2))
     return t
 
 
@@ -116,7 +111,7 @@ def register(app: typer.Typer) -> None:
                 prewarm > 0 or (device != "cpu" and len(problems) > 1)):
             import os
 
-            from solforge.bench.baselines.prewarm import prewarm as run_prewarm
+            from solforge.bench import prewarm as run_prewarm
 
             n = prewarm if prewarm > 0 else max(1, min(8, (os.cpu_count() or 2) - 2))
             # only the problems that have a solution here get timed, so only theirs compile
@@ -182,7 +177,7 @@ def register(app: typer.Typer) -> None:
             summary.write_text(json.dumps(summ, indent=1))
         if summ is not None:
             console.print(f"pass rate {summ['pass_rate']:.0%}, geomean speedup vs best "
-                          f"{_fmt(summ['geomean_speedup_vs_best'], 'x')}, SOL score median "
-                          f"{_fmt(summ['sol_score_median'], digits=2)}")
+                          f"{fmt(summ['geomean_speedup_vs_best'], 'x')}, SOL score median "
+                          f"{fmt(summ['sol_score_median'], digits=2)}")
         if not records or any(not r.passed for r in records):
             raise typer.Exit(1)

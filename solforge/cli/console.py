@@ -32,3 +32,10 @@ def broken_text(path: Path, error: str) -> str:
 def broken_line(path: Path, error: str) -> str:
     """:func:`broken_text` as console markup."""
     return "[red]failed to load[/red] " + escape(_described(path, error))
+
+
+def fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
+    """A figure as every table prints it: ``digits`` significant digits and its unit, or
+    ``-`` when it was not measured."""
+    return "-" if x is None else f"{x:.{digits}g}{unit}"
+

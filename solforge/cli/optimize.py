@@ -12,8 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from solforge.records.options import EvalOptions
-from solforge.cli.console import broken_line, make_console
+from solforge.cli.console import broken_line, fmt, make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
 from solforge.cli.optimize_settings import (
     devices,
@@ -26,12 +25,9 @@ from solforge.orchestrate.planner_config import PlannerConfig, unknown_reopened
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.orchestrate.units import agent_factory
 from solforge.problems import ProblemError, resolve_target
+from solforge.records.options import EvalOptions
 
 console = make_console()
-
-
-def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}{unit}"
 
 
 def _state(ps: ProblemState) -> str:
@@ -45,8 +41,8 @@ def progress_view(planner: Planner) -> Group:
         t.add_column(col, justify="left" if col in ("problem", "state") else "right")
     for name, ps in planner.problems.items():
         state = _state(ps)
-        t.add_row(name, state, str(ps.units), _fmt(ps.best_speedup, "x"),
-                  _fmt(ps.best_sol, digits=2))
+        t.add_row(name, state, str(ps.units), fmt(ps.best_speedup, "x"),
+                  fmt(ps.best_sol, digits=2))
     w = Table.grid(padding=(0, 2))
     for ws in planner.workers:
         what = f"{ws.unit.problem} ({ws.unit.role})" if ws.unit else ""
@@ -67,7 +63,7 @@ def progress_lines(planner: Planner, seen: dict[str, tuple[str, ...]]) -> list[s
     lines = []
     for name, ps in planner.problems.items():
         state = _state(ps)
-        row = (state, str(ps.units), _fmt(ps.best_speedup, "x"), _fmt(ps.best_sol, digits=2))
+        row = (state, str(ps.units), fmt(ps.best_speedup, "x"), fmt(ps.best_sol, digits=2))
         if seen.get(name) != row:
             if name in seen or state != "queued":
                 lines.append(f"{now} {name}: {state}, units {row[1]}, best {row[2]} against "

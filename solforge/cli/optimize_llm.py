@@ -35,6 +35,7 @@ from rich.table import Table
 
 from solforge.agents.errors import ModelError
 from solforge.agents.optimize import optimize_llm
+from solforge.cli.console import fmt
 from solforge.orchestrate.units import WorkerResult
 from solforge.problems.spec import ProblemError
 
@@ -62,10 +63,6 @@ LLM_FLAGS: dict[str, str] = {
 }
 
 
-def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}{unit}"
-
-
 def results_table(results: list[WorkerResult]) -> Table:
     t = Table()
     for col in ("problem", "agent", "verdict", "vs eager", "vs compile", "SOL", "steps",
@@ -77,8 +74,8 @@ def results_table(results: list[WorkerResult]) -> Table:
         agent = r.status + (" (best auto-submitted)" if r.auto_submitted else "")
         cost = "-" if r.usage.cost_usd is None else f"${r.usage.cost_usd:.4f}"
         t.add_row(r.problem, agent, f"[{color}]{verdict}[/{color}]",
-                  _fmt(r.speedup_vs_eager, "x"), _fmt(r.speedup_vs_compile, "x"),
-                  _fmt(r.sol_score, digits=2), str(r.steps), str(r.usage.tokens), cost)
+                  fmt(r.speedup_vs_eager, "x"), fmt(r.speedup_vs_compile, "x"),
+                  fmt(r.sol_score, digits=2), str(r.steps), str(r.usage.tokens), cost)
     return t
 
 

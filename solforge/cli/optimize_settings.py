@@ -35,9 +35,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from solforge.records.options import EvalOptions
 from solforge.orchestrate.config_file import read_sections
 from solforge.orchestrate.planner_config import PlannerConfig
+from solforge.records.options import EvalOptions
 
 
 def csv(value: str | None) -> list[str]:

@@ -6,17 +6,13 @@ import json
 from pathlib import Path
 
 import typer
-from solforge.cli.console import make_console
 from rich.table import Table
 
+from solforge.cli.console import fmt, make_console
 from solforge.orchestrate.run import Run
 
 console = make_console()
 runs_app = typer.Typer(help="Read runs.", no_args_is_help=True)
-
-
-def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}{unit}"
 
 
 def summary_line(run: Run) -> str:
@@ -24,10 +20,10 @@ def summary_line(run: Run) -> str:
     if s is None:
         return ""
     return (f"{s['passed']}/{s['problems']} passed; geomean speedup vs best baseline "
-            f"{_fmt(s['geomean_speedup_vs_best'], 'x')} (vs eager "
-            f"{_fmt(s['geomean_speedup_vs_eager'], 'x')}, vs torch.compile "
-            f"{_fmt(s['geomean_speedup_vs_compile'], 'x')}); SOL score median "
-            f"{_fmt(s['sol_score_median'], digits=2)}")
+            f"{fmt(s['geomean_speedup_vs_best'], 'x')} (vs eager "
+            f"{fmt(s['geomean_speedup_vs_eager'], 'x')}, vs torch.compile "
+            f"{fmt(s['geomean_speedup_vs_compile'], 'x')}); SOL score median "
+            f"{fmt(s['sol_score_median'], digits=2)}")
 
 
 def _open(directory: Path) -> Run:
@@ -57,8 +53,8 @@ def show(directory: Path = typer.Argument(..., help="a run directory"),
     for p in data["problems"]:
         b = p["best"] or {}
         t.add_row(p["name"], p["state"], str(p["attempts"]), b.get("status", "-"),
-                  _fmt(b.get("speedup_vs_eager"), "x"), _fmt(b.get("speedup_vs_compile"), "x"),
-                  _fmt(b.get("sol_score"), digits=2))
+                  fmt(b.get("speedup_vs_eager"), "x"), fmt(b.get("speedup_vs_compile"), "x"),
+                  fmt(b.get("sol_score"), digits=2))
     console.print(t)
     u = data["usage"]
     console.print(f"tokens {u['input_tokens'] + u['output_tokens']}, cost ${u['cost_usd']:.4f}")

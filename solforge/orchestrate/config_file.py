@@ -14,10 +14,10 @@ Not covered: includes, environment-variable interpolation, writing a file back.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, get_args
 
+import tomllib
 from pydantic import BaseModel, ValidationError
 
 

@@ -20,11 +20,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from solforge.bench.evaluator import Evaluator
-from solforge.records.options import EvalOptions
-from solforge.records.evaluation import EvaluationRecord
+from solforge.bench import Evaluator
 from solforge.orchestrate.ledger import Ledger
 from solforge.problems.spec import Problem
+from solforge.records.evaluation import EvaluationRecord
+from solforge.records.options import EvalOptions
 
 # options that do not change what a verdict says (only how fast it is reached or shown)
 _IRRELEVANT = {"timeout_s"}

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solforge.records import speedup_vs_best
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -64,18 +66,6 @@ CREATE TABLE IF NOT EXISTS evalcache (key TEXT PRIMARY KEY, record TEXT, created
 CREATE INDEX IF NOT EXISTS evaluations_problem ON evaluations(problem, kind, status);
 CREATE INDEX IF NOT EXISTS attempts_problem ON attempts(problem);
 """
-
-
-def speedup_vs_best(record: dict[str, Any]) -> float | None:
-    """Geomean over workloads of min(eager, compile) / kernel time (1.0 where unknown)."""
-    import math
-
-    logs = []
-    for w in record.get("workloads", []):
-        base = [b for b in (w.get("eager_ms"), w.get("compile_ms")) if b]
-        if w.get("time_ms") and base:
-            logs.append(math.log(min(base) / w["time_ms"]))
-    return math.exp(sum(logs) / len(logs)) if logs else None
 
 
 class Ledger:

@@ -55,9 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solforge.bench.evaluator import Evaluator
-from solforge.bench.judge.guard import EvaluatorTampered
-from solforge.records.options import EvalOptions
+from solforge.bench import Evaluator, EvaluatorTampered
 from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-export)
@@ -69,6 +67,7 @@ from solforge.orchestrate.run import Run
 from solforge.orchestrate.units import Unit, agent_factory
 from solforge.orchestrate.verify import final_verification
 from solforge.problems.spec import Problem
+from solforge.records.options import EvalOptions
 
 
 @dataclass

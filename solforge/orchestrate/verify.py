@@ -23,11 +23,11 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from solforge.bench.evaluator import Evaluator
-from solforge.records.options import EvalOptions
-from solforge.records.evaluation import EvaluationRecord
+from solforge.bench import Evaluator
 from solforge.orchestrate.run import Run
 from solforge.problems.spec import Problem
+from solforge.records.evaluation import EvaluationRecord
+from solforge.records.options import EvalOptions
 
 # correctness trials of a winner's final check, at least: ten seeds of a CPU-sized workload
 # cost well under a second; the evaluation's own trial count applies when it is larger

@@ -82,16 +82,15 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from solforge.bench.evaluator import Evaluator
-from solforge.bench.judge.guard import EvaluatorTampered
-from solforge.records.evaluation import EvaluationRecord
-from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.bench import Evaluator, EvaluatorTampered
 from solforge.orchestrate.cut_short import STOPPING
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
+from solforge.records import speedup_vs_best
+from solforge.records.evaluation import EvaluationRecord
 from solforge.search.budget import PhaseClock, charged_seconds
 from solforge.search.candidates import (
     Candidate,

@@ -27,9 +27,9 @@ from types import ModuleType
 
 from pydantic import BaseModel, Field, field_validator
 
-from solforge.records.evaluation import EvaluationRecord
 from solforge.problems.loader import import_file
 from solforge.problems.spec import Problem
+from solforge.records.evaluation import EvaluationRecord
 from solforge.registry import lookup
 from solforge.search.match import Match, find_matches
 from solforge.search.trace import TracedReference, TraceError, trace_reference

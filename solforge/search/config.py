@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from solforge.bench.measure.timing import TimingConfig
+from solforge.bench import TimingConfig
 
 
 class SearchConfig(BaseModel):

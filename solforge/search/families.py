@@ -57,7 +57,11 @@ from solforge.search.emit import (
 from solforge.search.fxsource import EmitError, forward_source
 from solforge.search.match import LIBRARY_MODULE, LibraryFunction, Match, substitute
 from solforge.search.patterns.lowp_gemm import find_lowp_gemm
-from solforge.search.reference_facts import conv_kinds, has_fp32_matmul, reads_values_on_host
+from solforge.search.reference_facts import (
+    conv_kinds,
+    has_fp32_matmul,
+    reads_values_on_host,
+)
 
 # estimated seconds per evaluation (compile included): they only order the search
 COST = {"reference": 1.0, "flags": 1.5, "channels_last": 2.0, "sdpa": 1.5,

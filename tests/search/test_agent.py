@@ -12,7 +12,7 @@ import pytest
 import solforge.search.candidates as candidates_module
 from solforge.bench.evaluator import Evaluator
 from solforge.records.options import EvalOptions
-from solforge.orchestrate.ledger import speedup_vs_best
+from solforge.records import speedup_vs_best
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import find_builtin, load_problem
 from solforge.search import (

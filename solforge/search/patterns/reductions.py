@@ -34,9 +34,26 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from solforge.search.match import Match, arg, call, cast_source, dtype, is_last_dim, item
-from solforge.search.match import Pattern, only_user, op, tensor
-from solforge.search.patterns.common import ARGMAX, FLOATS, SOFTMAX_TOPK, SUM_DIM, graph_nodes
+from solforge.search.match import (
+    Match,
+    Pattern,
+    arg,
+    call,
+    cast_source,
+    dtype,
+    is_last_dim,
+    item,
+    only_user,
+    op,
+    tensor,
+)
+from solforge.search.patterns.common import (
+    ARGMAX,
+    FLOATS,
+    SOFTMAX_TOPK,
+    SUM_DIM,
+    graph_nodes,
+)
 from solforge.search.trace import TracedReference
 
 
