@@ -36,8 +36,8 @@ interleaved with fresh baselines (``rounds``; one with ``final_rounds`` 0) and c
 on at least 10 fresh seeds (``verify.FRESH_SEEDS``), recorded as kind ``final``; a winner
 that fails is dropped for the next best. The search worker's verdicts already are such
 re-measurements (kind ``final``, on >= 10 fresh seeds; a final on fewer is judged
-again): the problems that get one are those whose best is a ``full``
-verdict (an LLM worker's).
+again): the problems that get one are those whose best is a ``full`` verdict (an LLM
+worker's).
 
 Workers are looked up by kind (``PlannerConfig.agents``) in ``units.py``, which also holds
 what a unit is and what a worker returns; the planner imports no worker.
@@ -55,7 +55,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solforge.bench import Evaluator, EvaluatorTampered
+from solforge.bench import Evaluator
+
+from solforge.bench import EvaluatorTampered
 from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-export)
