@@ -70,22 +70,9 @@ class CommandResult:
 
 
 def _preexec(cfg: SandboxConfig, device: str, drop: bool) -> None:
-    """The runner's limits (``RunnerProcess._preexec``), between fork and exec."""
+    """The runner's limits (``sandbox.set_limits``), between fork and exec."""
     libc = sandbox._libc()
-    if libc is not None:
-        libc.prctl(sandbox._PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if cfg.cpu_seconds:
-        resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
-    if cfg.file_mb:
-        lim = cfg.file_mb << 20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
-    if device == "cpu" and cfg.memory_mb:
-        lim = (cfg.memory_mb + 4096) << 20
-        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    if cfg.isolate_network:
-        sandbox._unshare_network()
+    sandbox.set_limits(cfg, device)
     if drop:
         sandbox._drop_to_nobody()
         resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))

@@ -244,6 +244,29 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
     return out
 
 
+def set_limits(cfg: SandboxConfig, device: str) -> None:
+    """A contained child's limits, between fork and exec: it dies with its parent, dumps no
+    core, and is bounded in CPU seconds, file size, open files and (on a CPU device) address
+    space; its network namespace is a new, empty one where ``cfg.isolate_network`` and the
+    kernel allow. The runner and the LLM worker's shell tool (``agents/shell.py``) share it."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
+    if cfg.file_mb:
+        lim = cfg.file_mb << 20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
+    if device == "cpu" and cfg.memory_mb:
+        # virtual memory is a fair proxy for host memory without CUDA's reservations
+        lim = (cfg.memory_mb + 4096) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    if cfg.isolate_network:
+        _unshare_network()
+
+
 class RunnerProcess:
     """A started runner: its process, its channel, its captured output."""
 
@@ -278,26 +301,12 @@ class RunnerProcess:
     def _preexec(self) -> None:  # runs in the child between fork and exec
         cfg = self.config
         libc = _libc()
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if cfg.cpu_seconds:
-            resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
-        if cfg.file_mb:
-            lim = cfg.file_mb << 20
-            resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
         if self.cgroup is not None:
             try:
                 self.cgroup.join()
             except OSError:
                 pass
-        if self.device == "cpu" and cfg.memory_mb:
-            # virtual memory is a fair proxy for host memory without CUDA's reservations
-            lim = (cfg.memory_mb + 4096) << 20
-            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-        if cfg.isolate_network:
-            _unshare_network()
+        set_limits(cfg, self.device)
         if self.dropped:
             _drop_to_nobody()
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg.max_processes * 2,) * 2)
