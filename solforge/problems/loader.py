@@ -15,8 +15,11 @@ and results beside them are not problems), and a plain file ``level<N>/<number>_
 is named ``kb_l<N>_<number>_<Name>`` with category ``L<N>`` wherever it is loaded from, so
 the CLI and the evaluator's worker, which loads the problem again by its path, agree.
 
-Not covered: problems fetched from the network; other suites' layouts (SOL-ExecBench
-folders, ...), which importers convert to files first; KernelBench level 4, whose files
+A folder holding SOL-ExecBench problem folders (``definition.json``, ``workload.jsonl``,
+``reference.py``) or a FlashInfer-Bench dataset is a target too: each definition is
+converted to a problem file first (``formats/solexec.py``) and loaded from there.
+
+Not covered: problems fetched from the network; KernelBench level 4, whose files
 import ``transformers`` and fetch model configs from the Hugging Face Hub when imported
 (without ``transformers`` they are reported as files that failed to load).
 """
@@ -31,6 +34,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
+from solforge.problems.formats import solexec
 from solforge.problems.spec import Problem, ProblemError, problem_from_module
 
 BUILTIN_DIR = Path(__file__).parent / "corpus"
@@ -86,11 +90,15 @@ def load_problem(path: str | Path, source: str | None = None) -> Problem:
     if source is None:
         source = "builtin" if _is_under(path, BUILTIN_DIR) else "file"
     problem = problem_from_module(module, path, source=source)
+    if source == "file" and problem.origin.get("format"):
+        problem = problem.model_copy(update={"source": problem.origin["format"]})
     if problem.kernelbench_plain:
         update: dict[str, str] = {"source": "kernelbench"} if source == "file" else {}
         level = kernelbench_level(path)
         if level is not None:  # file stems repeat across levels: the level makes them unique
-            update |= {"name": f"kb_l{level}_{path.stem}", "category": f"L{level}"}
+            update |= {"name": f"kb_l{level}_{path.stem}", "category": f"L{level}",
+                       "origin": {"format": "kernelbench", "source_file": str(path),
+                                  "license": "MIT"}}
         if update:
             problem = problem.model_copy(update=update)
     return problem
@@ -201,6 +209,8 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
     p = Path(target)
     if p.is_file():
         return [load_problem(p)], []
+    if p.is_dir() and (defined := solexec.sources(p)):
+        return _load_converted(defined)
     if p.is_dir():
         files = problem_files(p)
         if not files:
@@ -267,3 +277,18 @@ def _load_files(files: list[Path]) -> tuple[list[Problem], list[tuple[Path, str]
         by_name[problem.name] = f
         loaded.append(problem)
     return loaded, broken
+
+
+def _load_converted(defined: list[solexec.Source]) -> tuple[list[Problem], list[tuple[Path, str]]]:
+    """SOL-ExecBench folders / a FlashInfer-Bench dataset: each definition converted to a
+    problem file (``formats/solexec.py``) and loaded; one that does not convert or load is
+    reported by its definition file and the rest load."""
+    files: list[Path] = []
+    broken: list[tuple[Path, str]] = []
+    for src in defined:
+        try:
+            files.append(solexec.convert(src, solexec.converted_dir(src)))
+        except ProblemError as e:
+            broken.append((src.definition, str(e)))
+    loaded, more = _load_files(files)
+    return loaded, broken + more
