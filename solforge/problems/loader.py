@@ -15,7 +15,8 @@ and results beside them are not problems), and a plain file ``level<N>/<number>_
 is named ``kb_l<N>_<number>_<Name>`` with category ``L<N>`` wherever it is loaded from, so
 the CLI and the evaluator's worker, which loads the problem again by its path, agree.
 
-A folder holding SOL-ExecBench problem folders (``definition.json``, ``workload.jsonl``,
+A CUDA-Agent-Ops ``.jsonl`` is a target (its rows, ``formats/rows.py``), and a folder
+holding SOL-ExecBench problem folders (``definition.json``, ``workload.jsonl``,
 ``reference.py``) or a FlashInfer-Bench dataset is a target too: each definition is
 converted to a problem file first (``formats/solexec.py``) and loaded from there.
 
@@ -30,11 +31,12 @@ import hashlib
 import importlib.util
 import re
 import sys
+import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from solforge.problems.formats import solexec
+from solforge.problems.formats import rows, solexec
 from solforge.problems.spec import Problem, ProblemError, problem_from_module
 
 BUILTIN_DIR = Path(__file__).parent / "corpus"
@@ -207,6 +209,8 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
             raise ProblemError(f"{target!r}: no targets in this comma-separated list")
         return loaded_all, broken_all
     p = Path(target)
+    if p.is_file() and p.suffix == ".jsonl":
+        return _load_rows(p)
     if p.is_file():
         return [load_problem(p)], []
     if p.is_dir() and (defined := solexec.sources(p)):
@@ -292,3 +296,14 @@ def _load_converted(defined: list[solexec.Source]) -> tuple[list[Problem], list[
             broken.append((src.definition, str(e)))
     loaded, more = _load_files(files)
     return loaded, broken + more
+
+
+def _load_rows(path: Path) -> tuple[list[Problem], list[tuple[Path, str]]]:
+    """A CUDA-Agent-Ops jsonl: its rows converted (``formats/rows.py``) and loaded; a
+    duplicate row is reported with the row it repeats."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    done = rows.agent_ops(path, Path(tempfile.gettempdir()) / "solforge-converted" / digest)
+    loaded, broken = _load_files(done.files)
+    dups = [(path, f"{row}: the same code as {first}; not loaded twice")
+            for row, first in done.duplicates]
+    return loaded, [(path, why) for _, why in done.broken] + dups + broken

@@ -15,7 +15,9 @@ entry function. Any other language becomes a file that fails to import with a me
 naming it, so the evaluator records COMPILE_ERROR.
 
 Out: :func:`from_solforge` writes a solforge solution as a solution.json in return style:
-the file's source plus a ``run`` that builds ``ModelNew`` once and calls it.
+the file's source plus a ``run`` that builds ``ModelNew`` once and calls it; its spec
+carries both benchmarks' language keys (SOL-ExecBench's ``languages`` list and
+FlashInfer-Bench's ``language``), so either accepts it.
 
 Not covered: ``target_hardware`` and ``dependencies`` are recorded, not checked; C++
 bindings other than ``torch``; languages besides those above (cutile, cutlass, cudnn,
@@ -269,7 +271,11 @@ def from_solforge(solution: Path, d: Definition | None, problem: str, language: 
     return {"name": f"{problem}_solforge_{hashlib.sha256(src.encode()).hexdigest()[:8]}",
             "definition": d.name if d else problem, "author": author,
             "description": f"exported by solforge from {Path(solution).name}",
-            "spec": {"languages": [language], "target_hardware": ["LOCAL"],
+            # "languages" is SOL-ExecBench's key, "language" FlashInfer-Bench's (each
+            # ignores the other's)
+            "spec": {"languages": [language],
+                     "language": "triton" if language == "triton" else "python",
+                     "target_hardware": ["LOCAL"],
                      "entry_point": f"{entry}::run", "dependencies": deps,
                      "destination_passing_style": False},
             "sources": [{"path": entry, "content": body}]}
