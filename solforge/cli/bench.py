@@ -14,6 +14,7 @@ from solforge.bench import bench as run_bench
 from solforge.cli.console import fmt, make_console
 from solforge.problems import ProblemError, resolve_target
 from solforge.problems.formats.solution_json import for_target as solution_for
+from solforge.problems.formats.solution_json import name_of as solution_name
 from solforge.records.flashinfer import write_traces
 from solforge.records.evaluation import EvaluationRecord
 from solforge.records.options import EvalOptions
@@ -106,6 +107,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"[red]{e}[/red]")
             raise typer.Exit(2) from None
         try:
+            trace_name = solution_name(solution)
             solution = solution_for(solution, problems)
         except ProblemError as e:
             console.print(f"[red]{e}[/red]", soft_wrap=True)
@@ -144,7 +146,7 @@ def register(app: typer.Typer) -> None:
                 json_out.parent.mkdir(parents=True, exist_ok=True)
                 json_out.write_text(json.dumps([r.to_json() for r in records], indent=1))
             if trace_out:
-                write_traces(trace_out, records)
+                write_traces(trace_out, records, trace_name)
 
         try:
             if total > 1:

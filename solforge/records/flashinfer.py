@@ -31,14 +31,17 @@ FIB_STATUSES = {"PASSED", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_D
                 "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT"}
 
 
-def traces(record: EvaluationRecord, timestamp: str | None = None) -> list[dict[str, Any]]:
+def traces(record: EvaluationRecord, timestamp: str | None = None,
+           solution: str | None = None) -> list[dict[str, Any]]:
     """The FlashInfer-Trace records of one evaluation record, one per workload (one for
-    the whole problem when it failed before any workload ran)."""
+    the whole problem when it failed before any workload ran); ``solution`` names the
+    solution (default: the record's solution file's stem)."""
     when = timestamp or datetime.now(timezone.utc).isoformat()
     env = {"hardware": record.device or "unknown",
            "libs": {k: str(v) for k, v in record.versions.items()}}
     rows = record.workloads or [None]
-    return [{"definition": record.problem, "solution": record.solution,
+    name = solution or Path(record.solution).stem
+    return [{"definition": record.problem, "solution": name,
              "workload": _workload(record.problem, w),
              "evaluation": _evaluation(record, w, env, when)} for w in rows]
 
@@ -88,9 +91,10 @@ def _evaluation(record: EvaluationRecord, w: WorkloadResult | None, env: dict[st
     return out
 
 
-def write_traces(path: Path, records: list[EvaluationRecord]) -> int:
+def write_traces(path: Path, records: list[EvaluationRecord],
+                 solution: str | None = None) -> int:
     """Write every record's traces to ``path`` (JSONL); return how many."""
-    rows = [t for r in records for t in traces(r)]
+    rows = [t for r in records for t in traces(r, solution=solution)]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(t) + "\n" for t in rows))

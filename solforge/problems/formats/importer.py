@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from solforge.problems.formats import rows, solexec
+from solforge.problems.loader import kernelbench_level, kernelbench_levels, problem_files
 from solforge.problems.spec import ProblemError
 
 
@@ -41,9 +42,9 @@ def import_source(src: Path, out: Path, holdout: float = 0.0) -> rows.Converted:
             names[name] = str(s.definition)
             done.files.append(solexec.convert(s, out, holdout))
         return done
-    from solforge.problems.loader import kernelbench_levels
-
     if kernelbench_levels(src):
-        return rows.kernelbench(src, out)
+        files = [(f, level) for f in problem_files(src)
+                 if (level := kernelbench_level(f)) is not None]
+        return rows.kernelbench(files, out)
     raise ProblemError(f"{src}: no definition.json, definitions/ folder or KernelBench level "
                        "folder here; nothing to import")

@@ -109,18 +109,14 @@ def agent_ops(path: Path, out_dir: Path, seen: dict[str, str] | None = None) -> 
     return done
 
 
-def kernelbench(directory: Path, out_dir: Path, seen: dict[str, str] | None = None
-                ) -> Converted:
-    """A KernelBench layout's level files as ``<out_dir>/kb_l<N>_<file>.py``."""
-    from solforge.problems.loader import kernelbench_level, problem_files
-
+def kernelbench(files: list[tuple[Path, int]], out_dir: Path,
+                seen: dict[str, str] | None = None) -> Converted:
+    """KernelBench level files (``(file, level)``, as ``loader.problem_files`` lists a
+    checkout's) as ``<out_dir>/kb_l<N>_<file>.py``."""
     seen = {} if seen is None else seen
     done = Converted()
     out_dir.mkdir(parents=True, exist_ok=True)
-    for f in problem_files(directory):
-        level = kernelbench_level(f)
-        if level is None:
-            continue
+    for f, level in files:
         code = f.read_text()
         key = code_key(code)
         if key in seen:

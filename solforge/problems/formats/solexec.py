@@ -194,7 +194,8 @@ def _workload_entry(i: int, d: Definition, w: Workload, visible: bool,
         elements += n
     tol = w.tolerance or Tolerance()
     unit = get_precision(precision).unit
-    label = ",".join(f"{k}={v}" for k, v in w.axes.items())
+    # no commas or '=': `--workloads a,b` splits names on commas
+    label = "_".join(f"{k}{v}" for k, v in w.axes.items())
     return {
         "name": f"w{i:02d}" + (f"_{label}" if label else ""),
         "params": {"uuid": w.uuid, "axes": dict(w.axes),

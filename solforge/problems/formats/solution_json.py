@@ -281,6 +281,11 @@ def from_solforge(solution: Path, d: Definition | None, problem: str, language: 
             "sources": [{"path": entry, "content": body}]}
 
 
+def name_of(solution: str) -> str | None:
+    """The ``name`` of a solution.json given to ``bench --solution``, else None."""
+    return read(Path(solution)).name if solution.endswith(".json") else None
+
+
 def for_target(solution: str, problems: list[Any]) -> str:
     """``solution`` as ``bench --solution`` takes it: a solution.json becomes the solforge
     solution for the problem among ``problems`` whose definition it names (the only one
