@@ -15,7 +15,7 @@ entry function. Any other language becomes a file that fails to import with a me
 naming it, so the evaluator records COMPILE_ERROR.
 
 Out: :func:`from_solforge` writes a solforge solution as a solution.json in return style:
-the file's source plus a ``run`` that builds ``ModelNew`` once and calls it; its spec
+the file's source plus a ``solforge_run`` that builds ``ModelNew`` once and calls it; its spec
 carries both benchmarks' language keys (SOL-ExecBench's ``languages`` list and
 FlashInfer-Bench's ``language``), so either accepts it.
 
@@ -258,12 +258,14 @@ def from_solforge(solution: Path, d: Definition | None, problem: str, language: 
     """A solforge solution file as a solution.json (return style, one source)."""
     src = Path(solution).read_text()
     entry = "solution.py"
-    body = (src.rstrip() + "\n\n\n_solforge_model = None\n\n\n"
-            "def run(*inputs):\n"
+    # the class is bound now and the entry has a name of its own: the file may already
+    # define a ModelNew of a wrapper and a `run` it calls (a solution.json brought in)
+    body = (src.rstrip() + "\n\n\n_SolforgeModel = ModelNew\n_solforge_model = None\n\n\n"
+            "def solforge_run(*inputs):\n"
             '    """The entry point: ModelNew built once (no init inputs), then called."""\n'
             "    global _solforge_model\n"
             "    if _solforge_model is None:\n"
-            "        _solforge_model = ModelNew()\n"
+            "        _solforge_model = _SolforgeModel()\n"
             "    return _solforge_model(*inputs)\n")
     if language == "cuda_cpp":  # the C++ is built by the Python file itself
         language = "pytorch"
@@ -276,7 +278,7 @@ def from_solforge(solution: Path, d: Definition | None, problem: str, language: 
             "spec": {"languages": [language],
                      "language": "triton" if language == "triton" else "python",
                      "target_hardware": ["LOCAL"],
-                     "entry_point": f"{entry}::run", "dependencies": deps,
+                     "entry_point": f"{entry}::solforge_run", "dependencies": deps,
                      "destination_passing_style": False},
             "sources": [{"path": entry, "content": body}]}
 

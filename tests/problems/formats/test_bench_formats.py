@@ -14,11 +14,16 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from solforge.bench import Evaluator
+from solforge.orchestrate.exchange import export_flashinfer
+from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import resolve_target
-from solforge.problems.formats.solution_json import for_target
+from solforge.problems.formats.solution_json import for_target, to_solforge
+from solforge.problems.loader import import_file
 from solforge.records.options import EvalOptions
 from tests.problems.formats.test_definitions import CODE, HACKS, SOL, agent_ops_rows
 
@@ -70,14 +75,17 @@ def test_agent_ops_rows_round_trip_to_problems_the_evaluator_judges(ev, tmp_path
         "INCORRECT_NUMERICAL"
 
 
-def test_bench_a_solution_json_writes_traces_flashinfer_bench_loads(tmp_path):
+def test_bench_a_solution_json_then_export_the_run_as_flashinfer(tmp_path):
+    """``bench --solution solution.json --trace-out``: traces flashinfer-bench's models load;
+    then that record in a run's ledger, ``export --format flashinfer``, and the exported
+    solution.json converted back and called."""
     fib = pytest.importorskip("flashinfer_bench.data")
     folder = SOL / "pytorch" / "linear_backward"
-    trace = tmp_path / "traces.jsonl"
+    trace, rec = tmp_path / "traces.jsonl", tmp_path / "records.json"
     r = subprocess.run([sys.executable, "-m", "solforge.cli.main", "bench", str(folder),
                         "--solution", str(folder / "solution_python.json"), "--trials", "1",
-                        "--no-timing", "--trace-out", str(trace), "--workloads",
-                        "w00_M64_K128_N64,w02_M256_K512_N256"],
+                        "--no-timing", "--trace-out", str(trace), "--json", str(rec),
+                        "--workloads", "w00_M64_K128_N64,w02_M256_K512_N256"],
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, COLUMNS="200"))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -87,3 +95,23 @@ def test_bench_a_solution_json_writes_traces_flashinfer_bench_loads(tmp_path):
     assert {t.solution for t in rows} == {"linear_backward_pytorch"}
     assert all(t.evaluation.status.value == "PASSED" for t in rows)
     assert rows[0].evaluation.environment.libs["torch"]
+
+    (record,) = json.loads(rec.read_text())
+    (problem,), _ = resolve_target(str(folder))
+    run = Run.create(tmp_path / "run", RunSpec(agent="search", targets=[str(folder)]))
+    run.ledger.add_problem(problem.name, str(problem.path), problem.category)
+    att = run.ledger.add_attempt(problem.name, Path(record["solution"]).read_text(),
+                                 "pytorch", agent="search")
+    run.ledger.add_evaluation(problem.name, record, attempt=att)
+    run.mark("finished")
+    out = export_flashinfer(Run.open(run.dir), tmp_path / "out")
+    assert out["exported"] == ["linear_backward"] and out["traces"] == 2
+    exported = tmp_path / "out" / "solutions" / "linear_backward.solution.json"
+    sj = fib.Solution.model_validate_json(exported.read_text())
+    assert all(fib.Trace.model_validate_json(x).solution == sj.name for x in
+               (tmp_path / "out" / "traces.jsonl").read_text().splitlines())
+    mod = import_file(problem.path)
+    back = import_file(to_solforge(exported, mod.DEFINITION, tmp_path / "back"))
+    x = mod.get_inputs(uuid="linbwd-002")
+    got, want = back.ModelNew()(*x), mod.Model()(*x)
+    assert all(a.allclose(b) for a, b in zip(got, want))

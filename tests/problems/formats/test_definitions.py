@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from solforge.bench.measure.compare import compare
+from solforge.cli.main import app
 from solforge.problems import ProblemError, resolve_target
 from solforge.problems.formats import rows, solution_json
 from solforge.problems.formats.importer import import_source
@@ -154,11 +154,11 @@ def test_malformed_files_name_the_file_the_field_and_the_fix(tmp_path, definitio
 
 
 def test_the_cli_reports_a_malformed_folder_without_a_traceback(tmp_path):
+    """In process (typer's runner): an exception escaping the command would show here."""
     d = _folder(tmp_path, {**SCALE, "outputs": "y"}, [], SCALE_REF)
-    r = subprocess.run([sys.executable, "-m", "solforge.cli.main", "problems", "list", str(d)],
-                       capture_output=True, text=True, timeout=120)
-    out = r.stdout + r.stderr
-    assert "Traceback" not in out and "field 'outputs'" in out and "definition.json" in out
+    r = CliRunner().invoke(app, ["problems", "list", str(d)], env={"COLUMNS": "300"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert "field 'outputs'" in r.output and "definition.json" in r.output
 
 
 def test_a_workloads_own_tolerance_caps_errors_and_may_allow_negative_infinity():
@@ -231,7 +231,7 @@ def test_traces_validate_with_flashinfer_benchs_own_models():
     assert parsed[2].evaluation.log.startswith("solforge status REWARD_HACK")
     sj = solution_json.from_solforge(FIXTURES / "solutions" / "tiny_good_pytorch.py", None,
                                      "tiny_linear", "pytorch")
-    assert fib.Solution.model_validate(sj).spec.entry_point == "solution.py::run"
+    assert fib.Solution.model_validate(sj).spec.entry_point == "solution.py::solforge_run"
 
 
 CODE = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
@@ -273,10 +273,9 @@ def test_agent_ops_rows_and_kernelbench_become_problem_sets_with_duplicates_repo
 
 
 def test_import_writes_plain_problem_files_that_load_again(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "solforge.cli.main", "import",
-                        str(SOL / "pytorch"), "--out", str(tmp_path / "out"),
-                        "--holdout", "0.34"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = CliRunner().invoke(app, ["import", str(SOL / "pytorch"), "--out",
+                                 str(tmp_path / "out"), "--holdout", "0.34"])
+    assert r.exit_code == 0, r.output
     assert "wrote 2 problem file(s)" in r.stdout
     p = load_problem(tmp_path / "out" / "linear_backward.py")
     assert [w.visible for w in p.workloads].count(False) == 1  # a seeded third held out
