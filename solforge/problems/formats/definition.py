@@ -181,7 +181,9 @@ def parse_definition(data: Any, where: str) -> Definition:
 
 
 def parse_workloads(path: Path, d: Definition) -> list[Workload]:
-    """The workloads of a ``.jsonl`` file, each checked against definition ``d``."""
+    """The workloads of a ``.jsonl`` file, each checked against definition ``d``: workload
+    objects (SOL-ExecBench) or workload traces naming ``d`` (FlashInfer-Bench; traces of
+    other definitions are passed over)."""
     try:
         lines = Path(path).read_text().splitlines()
     except FileNotFoundError:
@@ -196,6 +198,11 @@ def parse_workloads(path: Path, d: Definition) -> list[Workload]:
             data = json.loads(line)
         except json.JSONDecodeError as e:
             raise ProblemError(f"{where}: not valid JSON ({e}); one JSON object a line") from None
+        if isinstance(data, dict) and isinstance(data.get("workload"), dict):
+            # a FlashInfer-Bench workload trace: {definition, workload, solution: null, ...}
+            if data.get("definition") not in (None, d.name):
+                continue
+            data = data["workload"]
         if not isinstance(data, dict):
             raise ProblemError(f"{where}: a workload is a JSON object with uuid, axes, inputs")
         try:

@@ -81,6 +81,8 @@ def _folder(d: Path) -> Source:
 
 
 def _flashinfer(root: Path) -> list[Source]:
+    """A TraceSet's definitions, each with the workload file of the same relative path
+    (its layout: ``workloads/<op>/<name>.jsonl`` of workload traces)."""
     out = []
     for f in sorted((root / "definitions").rglob("*.json")):
         rel = f.relative_to(root / "definitions").with_suffix(".jsonl")
@@ -95,6 +97,12 @@ def read(src: Source) -> tuple[Definition, list[Workload], str]:
     if not reference.strip():
         raise ProblemError(f"{src.definition}: field 'reference' is empty and there is no "
                            "reference.py beside it; give the PyTorch reference with a `run`")
+    try:
+        compile(reference, str(src.reference or src.definition), "exec")
+    except SyntaxError as e:
+        where = src.reference or f"{src.definition} field 'reference'"
+        raise ProblemError(f"{where}:{e.lineno}: the reference is not valid Python ({e.msg}); "
+                           "fix it") from None
     if not re.search(r"^def run\(|^async def run\(|^run\s*=", reference, re.M):
         where = src.reference or f"{src.definition} field 'reference'"
         raise ProblemError(f"{where}: the reference defines no top-level `run` function (its "

@@ -142,11 +142,14 @@ def test_axes_expressions_constraints_scalars_custom_and_safetensors(tmp_path):
     (SCALE, {"uuid": "a", "axes": {"G": 1}, "inputs": {}}, "no value for var axis B"),
     (SCALE, {"uuid": "a", "axes": {"B": 1, "G": 1}, "inputs": {"x": {"type": "magic"}}},
      "workload.jsonl:1: field 'inputs.x'"),
+    ("bad reference", None, "reference.py:1: the reference is not valid Python"),
 ])
 def test_malformed_files_name_the_file_the_field_and_the_fix(tmp_path, definition, workload,
                                                              message):
     d = _folder(tmp_path, SCALE, [workload or {"uuid": "a", "axes": {"B": 1, "G": 1}}],
-                SCALE_REF)
+                SCALE_REF if definition != "bad reference" else "def run(:\n")
+    if definition == "bad reference":
+        definition = SCALE
     (d / "definition.json").write_text(definition if isinstance(definition, str)
                                        else json.dumps(definition))
     problems, broken = resolve_target(str(d))
@@ -280,3 +283,39 @@ def test_import_writes_plain_problem_files_that_load_again(tmp_path):
     p = load_problem(tmp_path / "out" / "linear_backward.py")
     assert [w.visible for w in p.workloads].count(False) == 1  # a seeded third held out
     assert p.source == "sol-execbench" and "def run(" in p.path.read_text()
+
+
+def test_a_flashinfer_bench_dataset_is_read_by_the_same_adapter(tmp_path):
+    """A TraceSet layout: definitions/<op>/<name>.json, workloads/<op>/<name>.jsonl of
+    workload traces (flashinfer-bench's own models check both files first)."""
+    definition = {"name": "gemm_n8_k16", "op_type": "gemm", "tags": ["status:verified"],
+                  "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": 8},
+                           "K": {"type": "const", "value": 16}},
+                  "inputs": {"A": {"shape": ["M", "K"], "dtype": "float32"},
+                             "B": {"shape": ["N", "K"], "dtype": "float32"}},
+                  "outputs": {"C": {"shape": ["M", "N"], "dtype": "float32"}},
+                  "reference": "import torch\n\ndef run(A, B):\n    return A @ B.T\n"}
+    traces_ = [{"definition": "gemm_n8_k16", "solution": None, "evaluation": None,
+                "workload": {"uuid": f"u{m}", "axes": {"M": m},
+                             "inputs": {"A": {"type": "random"}, "B": {"type": "random"}}}}
+               for m in (4, 32)]
+    traces_.append({**traces_[0], "definition": "another_definition"})
+    try:
+        fib = __import__("flashinfer_bench.data", fromlist=["Definition"])
+        fib.Definition.model_validate(definition)
+        for t in traces_:
+            assert fib.Trace.model_validate(t).is_workload_trace()
+    except ImportError:
+        pass
+    (tmp_path / "definitions" / "gemm").mkdir(parents=True)
+    (tmp_path / "workloads" / "gemm").mkdir(parents=True)
+    (tmp_path / "definitions" / "gemm" / "gemm_n8_k16.json").write_text(json.dumps(definition))
+    (tmp_path / "workloads" / "gemm" / "gemm_n8_k16.jsonl").write_text(
+        "".join(json.dumps(t) + "\n" for t in traces_))
+    p = _problem(tmp_path)
+    assert (p.name, p.source, p.origin["format"]) == ("gemm_n8_k16", "flashinfer-bench",
+                                                      "flashinfer-bench")
+    assert [w.params["uuid"] for w in p.workloads] == ["u4", "u32"]
+    mod = import_file(p.path)
+    a, b = mod.get_inputs(uuid="u32")
+    assert torch.equal(mod.Model()(a, b), a @ b.T) and a.shape == (32, 16)
