@@ -15,8 +15,8 @@ from solforge.cli.console import fmt, make_console
 from solforge.problems import ProblemError, resolve_target
 from solforge.problems.formats.solution_json import for_target as solution_for
 from solforge.problems.formats.solution_json import name_of as solution_name
-from solforge.records.flashinfer import write_traces
 from solforge.records.evaluation import EvaluationRecord
+from solforge.records.flashinfer import write_traces
 from solforge.records.options import EvalOptions
 
 console = make_console()

@@ -5,8 +5,8 @@ KernelBench-format module (``Model``, ``get_inputs``, ``get_init_inputs``) compo
 the operators in ``ops``, with the row's ``data_source``. :func:`agent_ops` turns each row
 into a problem file: the code unchanged, then a ``SOLFORGE`` dict (name
 ``cao_<row>_<ops>``, category ``cuda-agent-ops``, fp32, KernelBench's normal inputs, its
-origin, CC-BY-4.0 as the dataset card gives). :func:`kernelbench` does the same for a KernelBench checkout's level files
-(name ``kb_l<N>_<file>``, category ``L<N>``, MIT).
+origin, CC-BY-4.0 as the dataset card gives). :func:`kernelbench` does the same for a
+KernelBench checkout's level files (name ``kb_l<N>_<file>``, category ``L<N>``, MIT).
 
 Duplicates are reported, never merged: a row or file whose code (blank lines and
 comments aside) is that of an earlier one is listed with the one it repeats, and not

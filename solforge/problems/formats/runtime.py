@@ -143,6 +143,11 @@ def dps_outputs(d: Definition, args: tuple[Any, ...]) -> list[torch.Tensor]:
     device = next((x.device for x in args if isinstance(x, torch.Tensor)), None)
     outs = []
     for name, spec in d.outputs.items():
+        unknown = [a for a in spec.shape or () if a not in axes]
+        if unknown:
+            raise RuntimeError(f"output {name!r}: axis {unknown[0]!r} is in no input's shape, "
+                               "so destination-passing style cannot size it; write the "
+                               "solution in return style (destination_passing_style: false)")
         shape = shape_of(spec, axes)
         if shape is None:
             raise RuntimeError(f"output {name!r} is a scalar: destination-passing style "

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from solforge.bench.measure.compare import compare
 from solforge.cli.main import app
 from solforge.problems import ProblemError, resolve_target
-from solforge.problems.formats import rows, solution_json
+from solforge.problems.formats import solution_json
 from solforge.problems.formats.importer import import_source
 from solforge.problems.loader import import_file, load_problem
 from solforge.problems.precision import PrecisionClass
