@@ -214,7 +214,19 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
     if p.is_file():
         return [load_problem(p)], []
     if p.is_dir() and (defined := solexec.sources(p)):
-        return _load_converted(defined)
+        loaded, broken = _load_converted(defined)
+        # problem files beside the definition folders (not their reference.py, kernel.py)
+        homes = [s.definition.parent.resolve() for s in defined]
+        others = [f for f in problem_files(p) if not any(
+            _is_under(f, h) for h in homes) and not solexec.is_dataset_file(f, p)]
+        if others:
+            more, bad = _load_files(others)
+            taken = {x.name for x in loaded}
+            loaded += [x for x in more if x.name not in taken]
+            broken += bad + [(x.path, f"{x.path}: problem name {x.name!r} is already that "
+                              "of a definition here; give it another SOLFORGE['name']")
+                             for x in more if x.name in taken]
+        return loaded, broken
     if p.is_dir():
         files = problem_files(p)
         if not files:

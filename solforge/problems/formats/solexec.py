@@ -74,6 +74,15 @@ def sources(directory: Path) -> list[Source]:
     return [_folder(f.parent) for f in sorted(d.rglob("definition.json"))]
 
 
+def is_dataset_file(f: Path, root: Path) -> bool:
+    """A file of a FlashInfer-Bench dataset's own folders (its solutions' sources)."""
+    try:
+        return Path(f).resolve().relative_to(Path(root).resolve()).parts[0] in (
+            "definitions", "workloads", "solutions", "traces", "blob")
+    except (ValueError, IndexError):
+        return False
+
+
 def _folder(d: Path) -> Source:
     ref = d / "reference.py"
     return Source(d / "definition.json", d / "workload.jsonl", ref if ref.is_file() else None,

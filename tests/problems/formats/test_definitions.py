@@ -319,3 +319,11 @@ def test_a_flashinfer_bench_dataset_is_read_by_the_same_adapter(tmp_path):
     mod = import_file(p.path)
     a, b = mod.get_inputs(uuid="u32")
     assert torch.equal(mod.Model()(a, b), a @ b.T) and a.shape == (32, 16)
+
+
+def test_problem_files_beside_definition_folders_load_too(tmp_path):
+    shutil.copytree(SOL / "pytorch" / "linear_backward", tmp_path / "sol" / "linear_backward")
+    shutil.copy(FIXTURES / "problems" / "tiny_linear.py", tmp_path / "tiny_linear.py")
+    problems, broken = resolve_target(str(tmp_path))
+    assert sorted(p.name for p in problems) == ["linear_backward", "tiny_linear"], broken
+    assert broken == []  # reference.py and kernel.py are not problem files
