@@ -8,7 +8,8 @@
 # COMPILE_ERROR naming their language (solforge does not run them); the four reward-hack
 # samples are REWARD_HACK. Per example: $OUT/<lang>_<name>.json (records),
 # .traces.jsonl (FlashInfer-Trace records), .log; $OUT/summary.txt has one line each.
-# DEADLINE (seconds, default 540) bounds the whole call; DEVICE=cpu dry-runs it on a CPU.
+# DEADLINE (seconds, default 540) bounds the whole call; DEVICE=cpu dry-runs it on a CPU;
+# ONLY="triton/rmsnorm hack:thread_injection ..." runs those items only.
 set -u
 export PYTHONUNBUFFERED=1 SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache} OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" "$SOLFORGE_CACHE"
@@ -42,13 +43,17 @@ bench() {
   st=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(' '.join(x['status']+(' ['+','.join(x['flags'])+']' if x['flags'] else '')+': '+x['message'][:160].replace(chr(10),' ') for x in r))" "$OUT/$label.json" 2>/dev/null || echo "no record (rc=$rc)")
   echo "$label rc=$rc $st" | tee -a "$OUT/summary.txt"
 }
-for d in triton/rmsnorm triton/nemotron_rms_norm triton/olmo3_post_norm cuda_cpp/rmsnorm \
-         cuda_cpp/flux_rope pytorch/linear_backward pytorch/gemma3_swiglu \
-         cute_dsl/jamba_attn_proj cutile/jamba_attn_proj cutlass/gemm cudnn/softmax; do
-  sol=$(ls $EX/$d/solution_*.json | head -1)
-  bench "$(echo $d | tr / _)" "$EX/$d" "$sol"
-done
-for h in lazy_output monkey_patch stream_injection thread_injection; do
-  bench "hack_$h" "$EX/triton/rmsnorm" "$HACKS/solution_hack_$h.json" --no-timing
+# in priority order (a call that runs out of DEADLINE skips the rest); ONLY="..." picks some
+ITEMS=${ONLY:-"triton/rmsnorm hack:lazy_output hack:monkey_patch hack:stream_injection
+  hack:thread_injection cuda_cpp/rmsnorm cuda_cpp/flux_rope pytorch/linear_backward
+  triton/nemotron_rms_norm triton/olmo3_post_norm pytorch/gemma3_swiglu cutile/jamba_attn_proj
+  cutlass/gemm cudnn/softmax cute_dsl/jamba_attn_proj"}
+for d in $ITEMS; do
+  case "$d" in
+    hack:*) h=${d#hack:}
+      bench "hack_$h" "$EX/triton/rmsnorm" "$HACKS/solution_hack_$h.json" --no-timing ;;
+    *) sol=$(ls $EX/$d/solution_*.json | head -1)
+      bench "$(echo $d | tr / _)" "$EX/$d" "$sol" ;;
+  esac
 done
 echo "=== done ($(( $(date +%s) - T0 ))s)"; cat "$OUT/summary.txt"
