@@ -30,6 +30,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from solforge.problems.formats.solexec import write_atomic
 from solforge.problems.spec import ProblemError
 
 AGENT_OPS = "cuda-agent-ops"
@@ -104,9 +105,14 @@ def agent_ops(path: Path, out_dir: Path, seen: dict[str, str] | None = None) -> 
                            "license": "CC-BY-4.0", "row": str(n), "ops": ops_text,
                            **({"data_source": str(source)} if source else {})}}
         target = out_dir / f"{name}.py"
-        target.write_text(_append(code, meta))
+        _write(target, _append(code, meta))
         done.files.append(target)
     return done
+
+
+def _write(path: Path, text: str) -> None:
+    if not (path.is_file() and path.read_text() == text):  # a judge may be importing it
+        write_atomic(path, text)
 
 
 def kernelbench(files: list[tuple[Path, int]], out_dir: Path,
@@ -132,6 +138,6 @@ def kernelbench(files: list[tuple[Path, int]], out_dir: Path,
                 "origin": {"format": "kernelbench", "source_file": str(f.resolve()),
                            "license": "MIT"}}
         target = out_dir / f"{name}.py"
-        target.write_text(_append(code, meta))
+        _write(target, _append(code, meta))
         done.files.append(target)
     return done

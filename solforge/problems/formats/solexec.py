@@ -20,6 +20,7 @@ has (converted, and then the evaluator reports it).
 from __future__ import annotations
 
 import hashlib
+import os
 import pprint
 import random
 import re
@@ -171,8 +172,15 @@ def convert(src: Source, out_dir: Path, holdout: float = 0.0) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.py"
     if not (path.is_file() and path.read_text() == text):  # unchanged: keep its mtime
-        path.write_text(text)
+        write_atomic(path, text)
     return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: an evaluator process may be importing it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def converted_dir(src: Source) -> Path:

@@ -138,7 +138,7 @@ def to_solforge(path: Path, d: Definition, out_dir: Path | None = None) -> Path:
     ``<out_dir>/<problem name>.py`` (default: a folder named by the contents' hash under
     the system's temporary directory) and return it."""
     sol = read(path)
-    from solforge.problems.formats.solexec import problem_name
+    from solforge.problems.formats.solexec import problem_name, write_atomic
 
     if out_dir is None:
         h = hashlib.sha256(Path(path).read_bytes() + d.name.encode()).hexdigest()[:16]
@@ -153,7 +153,7 @@ def to_solforge(path: Path, d: Definition, out_dir: Path | None = None) -> Path:
         other = [x for x in langs if x not in PYTHON and x not in CPP]
         text = _refused(sol, other or langs)
     target = out_dir / f"{problem_name(d)}.py"
-    target.write_text(text)
+    write_atomic(target, text)
     return target
 
 
