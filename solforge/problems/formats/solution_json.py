@@ -19,9 +19,12 @@ the file's source plus a ``solforge_run`` that builds ``ModelNew`` once and call
 carries both benchmarks' language keys (SOL-ExecBench's ``languages`` list and
 FlashInfer-Bench's ``language``), so either accepts it.
 
+FlashInfer-Bench's solutions read the same way (its single ``language``: ``python``,
+``triton``, ``cuda``, ``cpp``).
+
 Not covered: ``target_hardware`` and ``dependencies`` are recorded, not checked; C++
-bindings other than ``torch``; languages besides those above (cutile, cutlass, cudnn,
-cublas, cudnn_frontend, tilelang are refused).
+bindings other than ``torch`` (``tvm-ffi`` is refused the same way); languages besides those
+above (cutile, cutlass, cudnn, cublas, cudnn_frontend, tilelang are refused).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -40,7 +43,7 @@ from solforge.problems.spec import ProblemError
 
 PYTHON = {"pytorch": "pytorch", "python": "pytorch", "triton": "triton",
           "cute_dsl": "cute_dsl"}
-CPP = {"cuda_cpp": "cuda_cpp", "cuda": "cuda_cpp"}
+CPP = {"cuda_cpp": "cuda_cpp", "cuda": "cuda_cpp", "cpp": "cuda_cpp"}  # FlashInfer: cuda, cpp
 RUNS = ("pytorch", "triton", "cuda_cpp", "cute_dsl")
 
 
@@ -57,7 +60,7 @@ class BuildSpec(BaseModel):
     language: str | None = Field(None, description="older single-language form")
     entry_point: str = Field(pattern=r"^[^:]+::[A-Za-z_]\w*$")
     destination_passing_style: bool = True
-    binding: Literal["torch"] | None = None
+    binding: str | None = Field(None, description="C++ bindings: only 'torch' is built")
     target_hardware: list[str] = Field(default_factory=list)
     dependencies: list[str] = Field(default_factory=list)
     compile_options: CompileOptions = Field(default_factory=CompileOptions)
@@ -145,13 +148,16 @@ def to_solforge(path: Path, d: Definition, out_dir: Path | None = None) -> Path:
         out_dir = Path(tempfile.gettempdir()) / "solforge-solutions" / h
     out_dir.mkdir(parents=True, exist_ok=True)
     langs = sol.spec.languages
-    if all(x in PYTHON for x in langs):
+    if sol.spec.binding not in (None, "torch") and not all(x in PYTHON for x in langs):
+        text = _refused(sol, langs, f"binding {sol.spec.binding!r} (solforge builds C++ "
+                                    "through the torch binding only)")
+    elif all(x in PYTHON for x in langs):
         text = _python(sol, d, out_dir)
     elif all(x in CPP for x in langs):
         text = _cpp(sol, d, out_dir)
     else:
         other = [x for x in langs if x not in PYTHON and x not in CPP]
-        text = _refused(sol, other or langs)
+        text = _refused(sol, other or langs, "")
     target = out_dir / f"{problem_name(d)}.py"
     write_atomic(target, text)
     return target
@@ -246,8 +252,10 @@ def _declaration(src: str, fn: str) -> str | None:
     return f"{m.group(1).strip()} {fn}({m.group(2).strip()})" if m else None
 
 
-def _refused(sol: SolutionJson, langs: list[str]) -> str:
-    msg = (f"solution.json language {', '.join(langs)!s} is not one solforge runs; it runs "
+def _refused(sol: SolutionJson, langs: list[str], why: str) -> str:
+    msg = (f"solution.json language {', '.join(langs)!s} with {why} is not one solforge runs"
+           if why else
+           f"solution.json language {', '.join(langs)!s} is not one solforge runs; it runs "
            f"{', '.join(RUNS)} (C++ and Python languages cannot be mixed either)")
     return (f'"""{sol.name}: refused ({msg})."""\n'
             f"raise ImportError({msg!r})\n")

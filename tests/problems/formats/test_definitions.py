@@ -195,7 +195,16 @@ def test_solution_json_wrappers_call_the_entry_point_in_both_styles(tmp_path):
                "sources": [{"path": "kernel.py"}]}
     (dps_dir / "solution.json").write_text(json.dumps(sol_dps))
     dps = solution_json.to_solforge(dps_dir / "solution.json", d, tmp_path / "dps")
-    for f in (ret, dps):
+    # FlashInfer-Bench's form of the same: one "language", destination-passing by default
+    fib_dir = tmp_path / "fib"
+    fib_dir.mkdir()
+    (fib_dir / "solution.json").write_text(json.dumps({
+        "name": "lb_fib", "definition": "linear_backward", "author": "a",
+        "spec": {"language": "python", "target_hardware": ["H200"],
+                 "entry_point": "main.py::run"},
+        "sources": [{"path": "main.py", "content": (dps_dir / "kernel.py").read_text()}]}))
+    fib = solution_json.to_solforge(fib_dir / "solution.json", d, tmp_path / "fibout")
+    for f in (ret, dps, fib):
         got = import_file(f).ModelNew()(*x)
         assert all(torch.allclose(a, b) for a, b in zip(got, want)), f
     # another language: a file that fails to import, naming it; and what to fix in a bad file
