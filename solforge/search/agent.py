@@ -14,6 +14,10 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    compiled candidates next when torch.compile beat it, CUDA-graph replays last, and of
    those only ``graph_candidates``, the replay of the best candidate so far first:
    ``candidates.graphs_of_the_best_first``).
+   When torch.compile's baseline beat the reference, the candidate that is that baseline
+   (the reference compiled in the baseline's own mode) goes first and is owed: it is
+   evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
+   cut never keeps a solution slower than the best baseline for want of it.
    Skipped: a family after ``family_failures`` failed candidates, a candidate whose
    parent failed, anything past a budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
@@ -94,6 +98,7 @@ from solforge.records.evaluation import EvaluationRecord
 from solforge.search.budget import PhaseClock, charged_seconds
 from solforge.search.candidates import (
     Candidate,
+    baseline_first,
     generate_candidates,
     graphs_of_the_best_first,
     reorder_after_reference,
@@ -123,6 +128,8 @@ class _Search:
         self.led, self.name, self.worker = run.ledger, problem.name, config.worker
         self.on_event = on_event or (lambda kind, **data: None)
         self.cut_short = ""  # why the exploration ended early (the run stopping)
+        # candidates evaluated whatever the budgets and the stop say (``baseline_first``)
+        self.owed: set[str] = set()
         self.attempts: dict[str, int] = {}           # candidate name -> attempt id
         self.visible: dict[str, EvaluationRecord] = {}
         # attempts of any search worker on this problem (the planner names later units
@@ -258,7 +265,7 @@ def _search(s: _Search) -> WorkerResult:
     result = WorkerResult(problem=name, status="error")
     opts = s.evaluator.options
     s.event("worker_started", agent="search", device=opts.device)
-    ctx = search_context(s.problem, opts.device)
+    ctx = search_context(s.problem, opts.device, opts.compile_mode)
     if ctx.trace_error:
         s.event("trace_failed", message=ctx.trace_error)
     for err in ctx.pattern_errors:
@@ -318,6 +325,8 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
                  spent: float, clock: PhaseClock, failures: Counter[str],
                  failed: set[str], graphs: int) -> str | None:
     cfg = s.config
+    if c.name in s.owed:
+        return None
     stopping = s.stop()
     if stopping and any(r.passed for r in s.visible.values()):
         return f"{STOPPING} ({stopping}); the best so far is kept"
@@ -391,10 +400,13 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                     s.event("skipped", candidate=x.name, reason=slow)
                 queue = [x for x in queue if "compile" not in x.levers]
             if c.family == "reference" and queue:
-                reordered = reorder_after_reference(queue, record)
+                reordered, owed = baseline_first(reorder_after_reference(queue, record),
+                                                 record)
+                if owed is not None:
+                    s.owed.add(owed)
                 if [x.name for x in reordered] != [x.name for x in queue]:
                     s.event("reordered", names=[x.name for x in reordered],
-                            speedup_vs_compile=record.speedup_vs_compile)
+                            speedup_vs_compile=record.speedup_vs_compile, owed=owed)
                 queue = reordered
     s.event("budget", candidates=tried, eval_seconds=round(spent, 1),
             compile_seconds=round(clock.compile_s, 1))

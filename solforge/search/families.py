@@ -179,17 +179,21 @@ def reference_family(ctx: SearchContext):
 
 def compile_family(ctx: SearchContext):
     cost = COST["compile_gpu" if ctx.gpu else "compile_cpu"]
+    # compiled the way the evaluator compiles its baseline: this candidate is that baseline
+    # as a solution, the one the search owes when torch.compile beat the reference
+    # (``candidates.baseline_first``)
+    mode = ctx.compile_mode
     yield make_candidate(
         ctx, name="compile", family="compile",
-        summary="the reference compiled by TorchInductor (mode 'default')",
+        summary=f"the reference compiled by TorchInductor (mode {mode!r}, the baseline's)",
         details=["Inductor fuses the elementwise work around GEMMs into generated kernels",
                  "(Triton on a GPU, C++/OpenMP on a CPU); each new shape compiles once,",
                  "inside the evaluator's warm-up."],
-        levers=["compile"], cost=cost, wrap=Wrap(compile_mode="default"),
+        levers=["compile"], cost=cost, wrap=Wrap(compile_mode=mode),
         reasoning="Generic operator fusion: fewer kernels and fewer round trips through "
                   "memory for the elementwise and reduction work, with no change to the "
                   "math beyond fp32 accumulation order.")
-    if ctx.gpu:
+    if ctx.gpu and mode != "max-autotune-no-cudagraphs":
         yield make_candidate(
             ctx, name="compile_max_autotune", family="compile", parent="compile",
             summary="the reference compiled with mode 'max-autotune-no-cudagraphs'",
