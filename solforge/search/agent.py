@@ -18,6 +18,8 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    (the reference compiled in the baseline's own mode) goes first and is owed: it is
    evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
    cut never keeps a solution slower than the best baseline for want of it.
+   The budgets scale with the reference's gap to speed of light (``budget.gap_scale``),
+   and the exploration ends once a passing candidate reaches ``sol_done``.
    Skipped: a family after ``family_failures`` failed candidates, a candidate whose
    parent failed, anything past a budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
@@ -95,7 +97,7 @@ from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
 from solforge.records.evaluation import EvaluationRecord
-from solforge.search.budget import PhaseClock, charged_seconds
+from solforge.search.budget import PhaseClock, charged_seconds, gap_scale
 from solforge.search.candidates import (
     Candidate,
     baseline_first,
@@ -130,6 +132,8 @@ class _Search:
         self.cut_short = ""  # why the exploration ended early (the run stopping)
         # candidates evaluated whatever the budgets and the stop say (``baseline_first``)
         self.owed: set[str] = set()
+        # the budgets' share by the reference's gap to speed of light (``gap_scale``)
+        self.scale = 1.0
         self.attempts: dict[str, int] = {}           # candidate name -> attempt id
         self.visible: dict[str, EvaluationRecord] = {}
         # attempts of any search worker on this problem (the planner names later units
@@ -330,14 +334,19 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
     stopping = s.stop()
     if stopping and any(r.passed for r in s.visible.values()):
         return f"{STOPPING} ({stopping}); the best so far is kept"
+    best_sol = max((r.sol_score for r in s.visible.values()
+                    if r.passed and r.sol_score is not None), default=None)
+    if best_sol is not None and best_sol >= cfg.sol_done:
+        return f"SOL score {best_sol:.2f} reached (sol_done {cfg.sol_done}): the gap is closed"
     if tried >= limit:
         return f"max_candidates ({limit}) reached"
-    if spent >= cfg.gpu_seconds:
-        return f"gpu_seconds budget spent ({spent:.0f} s)"
-    if clock.compile_s >= cfg.compile_seconds:
-        return f"compile_seconds budget spent ({clock.compile_s:.0f} s)"
-    if c.cost > cfg.gpu_seconds - spent:
-        return f"estimated {c.cost:.0f} s, more than the {cfg.gpu_seconds - spent:.0f} s left"
+    gpu_s, compile_s = cfg.gpu_seconds * s.scale, cfg.compile_seconds * s.scale
+    if spent >= gpu_s:
+        return f"gpu_seconds budget spent ({spent:.0f} of {gpu_s:.0f} s)"
+    if clock.compile_s >= compile_s:
+        return f"compile_seconds budget spent ({clock.compile_s:.0f} of {compile_s:.0f} s)"
+    if c.cost > gpu_s - spent:
+        return f"estimated {c.cost:.0f} s, more than the {gpu_s - spent:.0f} s left"
     if "cuda_graphs" in c.levers and graphs >= cfg.graph_candidates:
         return f"graph_candidates ({cfg.graph_candidates}) reached"
     if failures[c.family] >= cfg.family_failures:
@@ -399,6 +408,11 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                 for x in (x for x in queue if "compile" in x.levers):
                     s.event("skipped", candidate=x.name, reason=slow)
                 queue = [x for x in queue if "compile" not in x.levers]
+            if c.family == "reference" and s.config.budget_by_gap:
+                s.scale = gap_scale(record)
+                if s.scale != 1.0:
+                    s.event("budget_scaled", scale=round(s.scale, 2),
+                            sol_score=record.sol_score)
             if c.family == "reference" and queue:
                 reordered, owed = baseline_first(reorder_after_reference(queue, record),
                                                  record)
