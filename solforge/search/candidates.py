@@ -244,12 +244,18 @@ def baseline_first(rest: list[Candidate], reference: EvaluationRecord
     can never leave the reference, slower than the best baseline, as the only passing
     candidate. Otherwise ``rest`` as it is and ``None``.
 
+    Nothing is owed when the compile baseline's outputs fail the problem's tolerance on
+    every workload (``WorkloadResult.compile_within_tolerance``): the candidate would too.
+
     Not covered: a baseline the candidate cannot reproduce (a compile that fails or
     recompiles inside the runner fails or times as itself; the verdict then keeps the
     best of what passed)."""
     vs_compile = reference.speedup_vs_compile
     if not reference.passed or vs_compile is None or vs_compile >= 1.0:
         return rest, None
+    timed = [w for w in reference.workloads if w.compile_ms]
+    if timed and all(w.compile_within_tolerance is False for w in timed):
+        return rest, None  # the baseline's own outputs fail the tolerance: so would it
     owed = [c for c in rest if c.name == BASELINE_CANDIDATE]
     if not owed:
         return rest, None

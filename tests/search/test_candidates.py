@@ -216,6 +216,12 @@ def test_the_compile_baseline_as_a_candidate_is_owed_when_it_beat_the_reference(
     # compile no faster than the reference, no compile baseline, a failed reference
     for record in (ref(1.0), ref(None), ref(0.5, Status.RUNTIME_ERROR)):
         assert baseline_first(rest, record) == (rest, None)
+    # the compile baseline's own outputs outside the tolerance: the candidate would fail too
+    from solforge.records.evaluation import WorkloadResult
+
+    outside = ref(0.4)
+    outside.workloads = [WorkloadResult(name="w", compile_ms=1.0, compile_within_tolerance=False)]
+    assert baseline_first(rest, outside) == (rest, None)
     # no compile candidate among those left (its family not selected): nothing owed
     assert baseline_first([c for c in rest if c.name != "compile"], ref(0.5))[1] is None
     # the candidate is compiled the way the baseline is
