@@ -37,7 +37,7 @@ from solforge.search.trace import TracedReference, TraceError, trace_reference
 # The fixed lever vocabulary: what a kept solution says it used, so a summary can
 # attribute the gain.
 LEVERS = ("compile", "compile_max_autotune", "cuda_graphs", "tf32", "lowp_tensor_cores",
-          "cudnn_benchmark",
+          "cudnn_benchmark", "inductor_tuning", "freezing",
           "channels_last", "library_kernel", "fusion", "sdpa", "autotune")
 
 
@@ -89,8 +89,9 @@ class SearchContext:
 Generator = Callable[[SearchContext], Iterable[Candidate]]
 # the built-in families (``families.py``), by import path; plug-ins add rows
 _GENERATORS: dict[str, str | Generator] = {
-    name: f"solforge.search.families:{name}_family"
-    for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")
+    **{name: f"solforge.search.families:{name}_family"
+       for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")},
+    "inductor": "solforge.search.inductor:inductor_family",
 }
 _PLUGINS_LOADED = False
 

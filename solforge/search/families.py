@@ -13,6 +13,8 @@ family             candidates                                                   
                                                                                       with a matmul or conv
 ``conv``           cuDNN autotuning (GPU); channels-last weights and inputs, with    problems with a
                    and without compile                                                convolution
+``inductor``       TorchInductor settings beyond the modes (``inductor.py``):         every problem;
+                   coordinate-descent tuning, freezing, max-autotune's templates      see inductor.py
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
                    all matches together; on a GPU also each kind alone when there      has a pattern
                    are several; SDPA-only rewrites also under compile; CUDA graphs
@@ -74,6 +76,8 @@ class Wrap:
     """How a candidate's forward is run: decorators around it, inputs converted in it."""
 
     compile_mode: str | None = None
+    # TorchInductor options instead of a mode (torch.compile takes one or the other)
+    compile_options: tuple[tuple[str, Any], ...] = ()
     cuda_graphs: bool = False
     tf32: bool = False
     cudnn_benchmark: bool = False
@@ -93,7 +97,9 @@ class Wrap:
         if self.cuda_graphs:
             decos.append("cuda_graphed")
             imports.append("from solforge.search.runtime import cuda_graphed")
-        if self.compile_mode is not None:
+        if self.compile_options:
+            decos.append(f"torch.compile(options={dict(self.compile_options)!r})")
+        elif self.compile_mode is not None:
             decos.append(f"torch.compile(mode={self.compile_mode!r})")
         return decos, imports
 
