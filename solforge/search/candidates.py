@@ -37,7 +37,7 @@ from solforge.search.trace import TracedReference, TraceError, trace_reference
 # The fixed lever vocabulary: what a kept solution says it used, so a summary can
 # attribute the gain.
 LEVERS = ("compile", "compile_max_autotune", "cuda_graphs", "tf32", "lowp_tensor_cores",
-          "cudnn_benchmark", "inductor_tuning", "freezing",
+          "cudnn_benchmark", "inductor_tuning", "freezing", "blas_choice",
           "channels_last", "library_kernel", "fusion", "sdpa", "autotune")
 
 

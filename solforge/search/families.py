@@ -81,6 +81,7 @@ class Wrap:
     cuda_graphs: bool = False
     tf32: bool = False
     cudnn_benchmark: bool = False
+    blas: str | None = None  # preferred BLAS library during the forward
     channels_last: bool = False
 
     def empty(self) -> bool:
@@ -90,7 +91,8 @@ class Wrap:
         """Decorator lines, outermost first, and the imports they need."""
         decos, imports = [], []
         flags = [f for f, on in (("tf32=True", self.tf32),
-                                 ("cudnn_benchmark=True", self.cudnn_benchmark)) if on]
+                                 ("cudnn_benchmark=True", self.cudnn_benchmark),
+                                 (f"blas={self.blas!r}", self.blas is not None)) if on]
         if flags:
             decos.append(f"backend_flags({', '.join(flags)})")
             imports.append("from solforge.search.runtime import backend_flags")

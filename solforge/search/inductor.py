@@ -10,6 +10,8 @@ candidate                       options                                     appl
 ``inductor:freezing``           ``freezing`` (parameters as constants:      problems with
                                 weights pre-packed, conv/BN folded in       parameters and a
                                 eval mode, layouts optimised end to end)    matmul or conv
+``blas:cublaslt``               not Inductor: the eager reference with      GPU: problems with a
+                                cuBLASLt as PyTorch's BLAS library          matmul or conv
 ``inductor:autotune_templates`` ``max_autotune`` with the GEMM/conv         GPU: problems with a
                                 template backends (``ATEN,TRITON``) and     matmul or conv
                                 coordinate descent, no CUDA graphs
@@ -35,7 +37,9 @@ from solforge.search.candidates import SearchContext
 from solforge.search.families import Wrap, make_candidate
 from solforge.search.reference_facts import has_matmul
 
-COST_TUNED = {"coordinate_descent": 90.0, "freezing": 45.0, "autotune_templates": 300.0}
+# after the library rewrites (2 s): a BLAS switch rarely beats a rewrite; before compiles
+COST_TUNED = {"blas": 5.0, "coordinate_descent": 90.0, "freezing": 45.0,
+              "autotune_templates": 300.0}
 
 
 def _known(options: dict[str, Any]) -> bool:
@@ -88,6 +92,14 @@ def inductor_family(ctx: SearchContext):
     if ctx.gpu and has_matmul(ctx):
         opts = {"max_autotune": True, "max_autotune_gemm_backends": "ATEN,TRITON",
                 "coordinate_descent_tuning": True}
+        yield make_candidate(
+            ctx, name="blas:cublaslt", family="inductor",
+            summary="the reference with cuBLASLt as the preferred BLAS library",
+            details=["torch.backends.cuda.preferred_blas_library('cublaslt') during the",
+                     "forward: cuBLASLt's heuristics and fused bias epilogues for its GEMMs."],
+            levers=["blas_choice"], cost=COST_TUNED["blas"], wrap=Wrap(blas="cublaslt"),
+            reasoning="PyTorch calls cuBLAS by default; cuBLASLt picks from more algorithms "
+                      "and fuses the bias add, which can win at some shapes.")
         if _known(opts):
             yield make_candidate(
                 ctx, name="inductor:autotune_templates", family="inductor",
