@@ -4,10 +4,11 @@ A :class:`Job` is one solution for one task. :class:`SlotPool` owns the slots: e
 thread with its own queue and its own :class:`~solforge.bench.Evaluator` (one judge
 process) on one device, wrapped in the run cache of ``orchestrate/evalcache.py`` (an
 identical source, task and options gets the verdict already made, under that module's
-rules). A new job goes to the queue of the slot that last took its problem while that
-queue is not much longer than the shortest (its reference and baselines are warm there),
-else to the shortest; a slot takes up to ``batch`` jobs at a time and runs those of one
-problem back to back.
+rules). A new job goes to the queue of the least loaded slot, ties going to one that last
+took its problem (its reference and baselines are warm there); a slot runs up to
+``batch`` queued jobs of the problem it just ran before the oldest job, and a slot with an
+empty queue takes the newest job queued behind a busy one (a hang must not hold up the
+jobs queued behind it while another slot idles).
 
 What a solution does cannot reach the pool: the evaluator returns a record whatever the
 candidate does (crash, hang, flood, escape attempts; ``docs/EVALUATOR.md``). The one
@@ -105,7 +106,9 @@ class _Slot:
     def __init__(self, index: int, device: str) -> None:
         self.index, self.device = index, device
         self.queue: deque[Job] = deque()
-        self.last_problem: str | None = None
+        self.last_problem: str | None = None  # of the last job queued here
+        self.last_run: str | None = None  # of the last job run here
+        self.run_length = 0  # jobs of last_run run back to back
         self.busy = False
         self.thread: threading.Thread | None = None
 
@@ -136,6 +139,7 @@ class SlotPool:
         self.evaluations = 0
         self.cache_hits = 0
         self._ids = itertools.count()
+        self.redact: list[str] = []  # secrets no feedback may carry (the server's token)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -168,11 +172,9 @@ class SlotPool:
 
     def _choose(self, problem: str) -> _Slot:
         load = {s.index: len(s.queue) + s.busy for s in self.slots}
-        least = min(self.slots, key=lambda s: (load[s.index], s.index))
-        warm = [s for s in self.slots if s.last_problem == problem]
-        if warm and load[warm[0].index] <= load[least.index] + self.batch:
-            return warm[0]
-        return least
+        # the least loaded slot; among those, one that last took this problem
+        return min(self.slots, key=lambda s: (load[s.index], s.last_problem != problem,
+                                              s.index))
 
     def get(self, job_id: str) -> Job | None:
         with self.lock:
@@ -184,31 +186,39 @@ class SlotPool:
                     "running": sum(s.busy for s in self.slots)}
 
     # -- the slot's loop ------------------------------------------------------------------
-    def _take(self, slot: _Slot) -> list[Job]:
+    def _take(self, slot: _Slot) -> Job | None:
+        """The slot's next job (None: the pool is closing)."""
         with self.lock:
             while not slot.queue and not self.closing:
+                # an idle slot takes the newest job of the longest queue of a busy one
+                victim = max((s for s in self.slots if s is not slot and s.busy),
+                             key=lambda s: len(s.queue), default=None)
+                if victim is not None and victim.queue:
+                    stolen = victim.queue.pop()
+                    stolen.slot = slot.index
+                    slot.queue.append(stolen)
+                    break
                 self.lock.wait(timeout=1.0)
             if self.closing:
-                return []
-            first = slot.queue.popleft()
-            batch = [first]
-            # the same problem's jobs come first: its reference and baselines are warm
-            same = [j for j in slot.queue if j.task.problem == first.task.problem]
-            for j in same[: self.batch - 1]:
-                slot.queue.remove(j)
-                batch.append(j)
+                return None
+            job = slot.queue[0]
+            if slot.run_length < self.batch:
+                # the problem just run goes on while it has jobs here: it is warm
+                job = next((j for j in slot.queue if j.task.problem == slot.last_run), job)
+            slot.queue.remove(job)
+            slot.run_length = slot.run_length + 1 if job.task.problem == slot.last_run else 1
+            slot.last_run = job.task.problem
             slot.busy = True
-            return batch
+            return job
 
     def _loop(self, slot: _Slot) -> None:
         opts = self.options.model_copy(update={"device": slot.device})
         with CachedEvaluator(Evaluator(opts), self.ledger) as ev:
             while True:
-                batch = self._take(slot)
-                if not batch:
+                job = self._take(slot)
+                if job is None:
                     return
-                for job in batch:
-                    self._run(ev, job)
+                self._run(ev, job)
                 with self.lock:
                     slot.busy = False
 
@@ -229,6 +239,10 @@ class SlotPool:
                             status=Status.RUNTIME_ERROR.value,
                             reason=f"internal error: {type(e).__name__}: {e}")
             text = traceback.format_exc()[-1500:]
+        # a solution may have read a secret from a file and raised it as its error
+        for secret in self.redact:
+            text = text.replace(secret, "<redacted>")
+            reward.reason = reward.reason.replace(secret, "<redacted>")
         job.finish(reward, text)
         with self.lock:
             self.counts[reward.stage] += 1

@@ -20,8 +20,10 @@ the known ones) and hold at most ``max_batch`` solutions of at most
 ``max_solution_bytes`` each (413). Wrong or missing tokens get 401. Once the pool stopped
 (a solution changed the evaluator's files) every route but ``/health`` answers 503.
 
-The token never reaches a solution: the judge's environment drops secret-looking names,
-and the server takes the token out of its own environment when it starts.
+The token never reaches a solution's environment: the judge's drops secret-looking names,
+and the server takes the token out of its own when it starts. A solution can still read
+files the server's user can (a token file among them): the token is removed from every
+feedback text, so it cannot travel back to the policy either.
 
 Not covered: TLS (put a reverse proxy in front for anything but loopback), rate limits
 per client, several tokens or scopes.
@@ -76,6 +78,8 @@ def create_app(pool: SlotPool, token: SecretStr | None, limits: ServerLimits | N
         raise ValueError("the reward server needs a token: set SOLFORGE_SERVE_TOKEN, pass "
                          "--token-file, or start it with --no-auth on a trusted loopback")
     expected = token.get_secret_value().encode() if token is not None else b""
+    if expected:
+        pool.redact.append(expected.decode())
     http: Counter[str] = Counter()
     started = time.time()
 
