@@ -146,4 +146,8 @@ def register(app: typer.Typer) -> None:
         app = create_app(pool, SecretStr(token) if token else None, require_token=not no_auth)
         console.print(f"serving {len(problems)} problems on {', '.join(slots)} at "
                       f"http://{host}:{port} ({scheme} reward, {policy} policy)")
+        import logging
+
+        # one line per judged job on stderr (the access log stays off: the jobs say more)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 import threading
 import time
 import traceback
@@ -43,6 +44,9 @@ from solforge.records.options import EvalOptions
 from solforge.rl.feedback import visible_feedback
 from solforge.rl.reward import Reward, RewardConfig, reward_of
 from solforge.rl.task import Task
+
+
+log = logging.getLogger("solforge.serve")
 
 
 @dataclass
@@ -244,6 +248,9 @@ class SlotPool:
             text = text.replace(secret, "<redacted>")
             reward.reason = reward.reason.replace(secret, "<redacted>")
         job.finish(reward, text)
+        log.info("job %s slot %s %s: %s %s (%s)%s %.1fs", job.id, job.slot, job.task.problem,
+                 reward.stage, reward.status, reward.reason[:200],
+                 " cached" if job.cached else "", (job.finished or 0) - (job.started or 0))
         with self.lock:
             self.counts[reward.stage] += 1
             self._keep(job)

@@ -108,7 +108,12 @@ def reward_of(record: EvaluationRecord, config: RewardConfig | None = None) -> R
         if _is_infra(record):
             return Reward(value=cfg.fail, stage="infra", valid=False,
                           reason="the evaluator failed, not the solution", **figures)
-        return Reward(value=cfg.fail, stage="fail", reason=record.status.value, **figures)
+        # the message only when no workload ran: a workload's may name a held-out shape
+        # (the visible feedback has the details)
+        first = record.message.strip().splitlines()[0][:200] \
+            if record.message.strip() and not record.workloads else ""
+        return Reward(value=cfg.fail, stage="fail", reason=f"{record.status.value}"
+                      + (f": {first}" if first else ""), **figures)
     if cfg.scheme == "sol":
         s = record.sol_score
         how = "SOL score"
@@ -123,9 +128,9 @@ def reward_of(record: EvaluationRecord, config: RewardConfig | None = None) -> R
     if eager is not None and eager >= cfg.margin:
         if comp is not None and comp >= cfg.margin:
             return Reward(value=cfg.faster_than_compile, stage="faster_than_compile",
-                          reason=f"{eager:.3f}x eager, {comp:.3f}x torch.compile", **figures)
+                          reason=f"{eager:.3g}x eager, {comp:.3g}x torch.compile", **figures)
         return Reward(value=cfg.faster_than_eager, stage="faster_than_eager",
-                      reason=f"{eager:.3f}x eager", **figures)
+                      reason=f"{eager:.3g}x eager", **figures)
     return Reward(value=cfg.correct, stage="correct",
-                  reason="correct" + (f", {eager:.3f}x eager" if eager is not None else ""),
+                  reason="correct" + (f", {eager:.3g}x eager" if eager is not None else ""),
                   **figures)

@@ -27,7 +27,7 @@ def _block(kind: str) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     state = tmp_path_factory.mktemp("serve")
-    proc, url = start_server(state / "state", TOKEN, slots=2, timeout_s=60.0)
+    proc, url = start_server(state / "state", TOKEN, slots=2, timeout_s=120.0)
     try:
         yield url
     finally:
