@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Reward throughput of `solforge serve` on one GPU: rewards per minute for a mixed batch.
-# Usage (on the GPU machine, from the repository root; about 4 minutes):
+# Usage (on the GPU machine, from the repository root; at most 7 minutes, about 5):
 #   bash benchmarks/gpu/rl_throughput.sh
-# Runs benchmarks/load_serve.py against a server on cuda:0 twice: SLOTS judges (default 2)
-# on every solution distinct (no verdict reused: the evaluator's own rate; no hangs), then a batch
-# where each source repeats (VARIANTS=3: GRPO's duplicates, answered from the cache).
+# Runs benchmarks/load_serve.py against a server on cuda:0 twice, SLOTS judges (default 2),
+# 8 clients sending for a fixed time then waiting for their answers: every solution
+# distinct (no verdict reused: the evaluator's own rate) for 130 s, then each source
+# repeating (3 variants a kind: GRPO's duplicates, answered from the cache) for 50 s.
 # Mixed batch: honest Triton and PyTorch, wrong outputs, PyTorch for a kernel task, three
 # policy hacks, a segfault, an exception, a hang, an output flood, a secret stealer, a
 # completion with no code (tiny_linear: its GPU workloads up to 4096^3, eager and
@@ -34,13 +35,12 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-}
   date -u; } > "$OUT/rl_env.txt" 2>&1
 cat "$OUT/rl_env.txt"
 SLOTS=${SLOTS:-2}
-run() {  # NAME SOLUTIONS VARIANTS SECONDS [KINDS]
+run() {  # NAME SOLUTIONS VARIANTS SECONDS KINDS: sends for SECONDS, then drains
   echo "=== $1"
-  timeout -k 10 "$4" python3 benchmarks/load_serve.py --device cuda:0 --slots "$SLOTS" \
-    --solutions "$2" --clients 8 --variants "$3" --timeout 30 --trials 5 --budget-ms 0 \
-    ${5:+--kinds "$5"} \
-    --baselines eager,compile --state "/tmp/rl_$1" --out "$OUT/rl_throughput_$1.json" \
-    > "$OUT/rl_$1.log" 2>&1
+  timeout -k 10 $(( $4 + 100 )) python3 benchmarks/load_serve.py --device cuda:0 \
+    --slots "$SLOTS" --solutions "$2" --clients 8 --variants "$3" --seconds "$4" \
+    --timeout 30 --trials 5 --budget-ms 0 --baselines eager,compile --kinds "$5" \
+    --state "/tmp/rl_$1" --out "$OUT/rl_throughput_$1.json" > "$OUT/rl_$1.log" 2>&1
   echo "rc=$?"; cp "/tmp/rl_$1/serve.log" "$OUT/serve_$1.log" 2>/dev/null
   python3 - "$OUT/rl_throughput_$1.json" <<'PY'
 import json, sys
@@ -53,7 +53,8 @@ print({k: d[k] for k in ("ok", "answers", "wall_s", "rewards_per_min", "evaluati
 print("problems:", d["problems"][:10])
 PY
 }
-# the distinct run leaves the hang out: each would hold a slot for its whole 30 s timeout
-# (the rate of hangs, not of the evaluator); the repeats run has every kind
-run distinct 52 1000 170 honest_triton,honest_pytorch,wrong_triton,pytorch_for_kernel,hack_no_kernel,hack_hidden_fallback,hack_calls_reference,crash_segfault,crash_raises,flood,steal_secrets,no_code
-run repeats 78 3 100
+# no hang on the GPU: each would hold a slot for its whole 30 s timeout (the rate of hangs,
+# not of the evaluator; the CPU load test has them)
+K=honest_triton,honest_pytorch,wrong_triton,pytorch_for_kernel,hack_no_kernel,hack_hidden_fallback,hack_calls_reference,crash_segfault,crash_raises,flood,steal_secrets,no_code
+run distinct 400 100000 130 "$K"
+run repeats 400 3 50 "$K"

@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 import re
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:\n```|\Z)", re.S)
-_MODELNEW = re.compile(r"^\s*class\s+ModelNew\b", re.M)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
+_MODELNEW = re.compile(r"^\s*class\s+ModelNew\b", re.MULTILINE)
 
 
 def extract_solution(text: str) -> str | None:

@@ -45,7 +45,6 @@ from solforge.rl.feedback import visible_feedback
 from solforge.rl.reward import Reward, RewardConfig, reward_of
 from solforge.rl.task import Task
 
-
 log = logging.getLogger("solforge.serve")
 
 

@@ -35,7 +35,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -62,6 +62,8 @@ _TEXT = spaces.Text(max_length=4_000_000, charset="".join(chr(i) for i in range(
 class EnvConfig(BaseModel):
     """Budgets and settings of an episode."""
 
+    policy: Literal["strict", "default"] = Field("strict", description="the evaluations' policy (strict: a flagged "
+                        "fallback is a REWARD_HACK); replaces the options' own")
     max_steps: int = Field(40, ge=1, description="tool calls per episode")
     max_evaluations: int = Field(12, ge=1, description="evaluate/submit calls per episode")
     time_limit_s: float = Field(3600.0, gt=0, description="wall seconds per episode")
@@ -122,9 +124,10 @@ class KernelEnv(gym.Env):
         if not problems:
             raise ValueError("KernelEnv needs at least one problem")
         self.problems = {p.name: p for p in problems}
-        self.options = options or EvalOptions(policy="strict")
-        self.reward_config = reward or RewardConfig()
         self.config = config or EnvConfig()
+        self.options = (options or EvalOptions()).model_copy(
+            update={"policy": self.config.policy})
+        self.reward_config = reward or RewardConfig()
         self.evaluator = evaluator or Evaluator(self.options)
         self._own_evaluator = evaluator is None
         self._root = Path(self.config.workdir) if self.config.workdir else \

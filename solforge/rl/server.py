@@ -229,7 +229,7 @@ def create_app(pool: SlotPool, token: SecretStr | None, limits: ServerLimits | N
                                             for k, v in sorted(stages.items())}})
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):  # noqa: ANN202 (Starlette's own type)
+    async def lifespan(app: Starlette):
         pool.start()
         try:
             yield

@@ -56,7 +56,7 @@ def test_a_whole_solution_is_submitted_and_seeds_repeat(env):
     _, other = env.reset(seed=12)
     assert first["seed"] == again["seed"] != other["seed"]
     env.reset(seed=11)
-    obs, r, term, trunc, info = env.step(f"My answer:\n```python\n{WRONG}```")
+    _, r, term, trunc, info = env.step(f"My answer:\n```python\n{WRONG}```")
     assert term and not trunc and r == -1.0 and info["status"] == "INCORRECT_NUMERICAL"
 
 

@@ -7,7 +7,12 @@ import json
 
 import pytest
 
-from solforge.records.evaluation import EvaluationRecord, Finding, Status, WorkloadResult
+from solforge.records.evaluation import (
+    EvaluationRecord,
+    Finding,
+    Status,
+    WorkloadResult,
+)
 from solforge.rl.extract import extract_solution
 from solforge.rl.feedback import visible_feedback
 from solforge.rl.reward import RewardConfig, reward_of
