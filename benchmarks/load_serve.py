@@ -11,11 +11,11 @@ GET /tasks/{id}, the OpenRLHF route), then checks:
 - wrong and missing tokens get 401, malformed bodies 4xx (400, 413, 422), and the server
   is still healthy afterwards; the token never appears in any feedback.
 
-Run (CPU, from the repository root; about 10 minutes on 2 cores):
-    python benchmarks/load_serve.py --solutions 200 --clients 8 --variants 3 \
+Run (CPU, from the repository root; 5-6 minutes on 2 busy cores):
+    python benchmarks/load_serve.py --solutions 200 --clients 8 --variants 3 --timeout 45 \
         --out benchmarks/results/$(date -u +%F)-cpu/load_serve.json
 ``--device cuda`` runs it on a GPU (benchmarks/gpu/rl_throughput.sh). The CI test
-(tests/rl/test_serve.py) runs the same harness on 24 solutions.
+(tests/rl/test_serve.py) runs the same harness on 16 solutions.
 Variants: distinct sources per kind (a trailing comment); repeats of one source are
 served from the verdict cache (orchestrate/evalcache.py), as a trainer's duplicates are.
 """

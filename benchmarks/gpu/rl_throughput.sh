@@ -39,7 +39,7 @@ run() {  # NAME SOLUTIONS VARIANTS SECONDS KINDS: sends for SECONDS, then drains
   echo "=== $1"
   timeout -k 10 $(( $4 + 100 )) python3 benchmarks/load_serve.py --device cuda:0 \
     --slots "$SLOTS" --solutions "$2" --clients 8 --variants "$3" --seconds "$4" \
-    --timeout 30 --trials 5 --budget-ms 0 --baselines eager,compile --kinds "$5" \
+    --timeout 60 --trials 5 --budget-ms 0 --baselines eager,compile --kinds "$5" \
     --state "/tmp/rl_$1" --out "$OUT/rl_throughput_$1.json" > "$OUT/rl_$1.log" 2>&1
   echo "rc=$?"; cp "/tmp/rl_$1/serve.log" "$OUT/serve_$1.log" 2>/dev/null
   python3 - "$OUT/rl_throughput_$1.json" <<'PY'
@@ -53,7 +53,7 @@ print({k: d[k] for k in ("ok", "answers", "wall_s", "rewards_per_min", "evaluati
 print("problems:", d["problems"][:10])
 PY
 }
-# no hang on the GPU: each would hold a slot for its whole 30 s timeout (the rate of hangs,
+# no hang on the GPU: each would hold a slot for its whole 60 s timeout (the rate of hangs,
 # not of the evaluator; the CPU load test has them)
 K=honest_triton,honest_pytorch,wrong_triton,pytorch_for_kernel,hack_no_kernel,hack_hidden_fallback,hack_calls_reference,crash_segfault,crash_raises,flood,steal_secrets,no_code
 run distinct 400 100000 130 "$K"
