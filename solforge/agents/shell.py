@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from solforge import env
 from solforge.bench import (
     OutputTail,
     SandboxConfig,
@@ -47,7 +48,6 @@ from solforge.bench import (
     runner_env,
     slot_env,
 )
-from solforge import env
 from solforge.bench.runner import fsview, sandbox
 
 

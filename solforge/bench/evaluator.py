@@ -54,7 +54,7 @@ class Evaluator:
         if self.tampered:
             raise EvaluatorTampered(self.tampered)
         if self.digest is None:
-            refused = install.refusal()  # a tampered install is never used (install.py)
+            refused = install.install_refusal()  # a tampered install is never used (install.py)
             if refused:
                 self._refuse(refused)
             self.digest = solforge_digest()

@@ -13,9 +13,9 @@ when it started, so it sees what changes *during* a run. Two records reach furth
   when its owner edits them, which clears the mark: the content then differs from the
   tampered one).
 
-:func:`refusal` is checked before a judge starts (``evaluator.py``, ``judge/process.py``)
-and before a planner's run starts: a tampered install is never used silently by a later
-command.
+:func:`install_refusal` is checked before a judge starts (``evaluator.py``,
+``judge/process.py``) and before a planner's run starts (``solforge optimize``,
+``Planner.loop``): a tampered install is never used silently by a later command.
 
 Not covered: a change made before the first judge ran on a source checkout (no RECORD,
 no mark: reinstall or ``git status`` tell); a candidate that rewrites the RECORD or the
@@ -114,7 +114,7 @@ def _installed() -> importlib.metadata.Distribution | None:
         return None
 
 
-def refusal(root: Path | None = None) -> str:
+def install_refusal(root: Path | None = None) -> str:
     """'' when the installed package may be used; else why not and what to do."""
     root = root or package_root()
     left = still_tampered(root)
@@ -134,4 +134,5 @@ def refusal(root: Path | None = None) -> str:
     return ""
 
 
-__all__ = ["mark_path", "mark_tampered", "record_mismatches", "refusal", "still_tampered"]
+__all__ = ["install_refusal", "mark_path", "mark_tampered", "record_mismatches",
+           "still_tampered"]

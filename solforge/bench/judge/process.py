@@ -55,7 +55,7 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
         judge.refused = ("the evaluator's files changed between the caller's start and this "
                          "judge's: no verdict can be trusted. Reinstall solforge and start "
                          "a new evaluator.")
-    judge.refused = judge.refused or install.refusal() or None
+    judge.refused = judge.refused or install.install_refusal() or None
     conn.send({"event": "ready", "pid": os.getpid(), "refused": judge.refused,
                "containment": containment_note(device)})
     if not judge.refused:  # the first candidate's runner starts now, not when it is needed

@@ -192,7 +192,7 @@ def _probe() -> str:
 
         try:
             r = subprocess.run([sys.executable, "-c", code], preexec_fn=pre, cwd=d,
-                               capture_output=True, text=True, timeout=60,
+                               capture_output=True, text=True, timeout=60, check=False,
                                env={**os.environ, "PYTHONPATH": _src_root()})
         except (OSError, subprocess.SubprocessError) as e:
             return f"the probe failed to start: {e}"

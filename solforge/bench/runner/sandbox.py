@@ -452,9 +452,15 @@ class RunnerProcess:
         return f"exited with code {rc}"
 
 
-def enter_sandbox() -> None:
-    """Runner-side steps after exec: nothing the parent could not do, kept for clarity."""
+def enter_sandbox(device: str = "cpu") -> None:
+    """Runner-side steps after exec, before any candidate code: a private umask, and on
+    hardened runs a non-dumpable runner (exec made it dumpable again), so another
+    candidate's runner of the same uid cannot reach its memory, nor its files through
+    ``/proc/<runner>/root`` and ``cwd``, whatever its filesystem view."""
     os.umask(0o077)
+    libc = _libc()
+    if libc is not None and hardened(device):
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 __all__ = [
