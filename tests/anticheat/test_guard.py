@@ -249,3 +249,42 @@ def test_the_layers_a_verdict_rests_on_are_guarded():
     for f in (base / "records" / "evaluation.py", base / "env.py",
               base / "bench" / "judge" / "pipeline.py", base / "bench" / "runner" / "process.py"):
         assert str(f) in watched, f
+
+
+def test_an_install_that_no_longer_matches_its_record_is_refused(tmp_path):
+    """A wheel install's RECORD names every file's hash: a file changed since (by anyone,
+    before this process started) is found; a judge's tamper mark outlives the judge and
+    clears itself once the files are restored."""
+    import base64
+    import importlib.metadata
+
+    from solforge.bench.judge.install import (
+        install_refusal,
+        mark_path,
+        mark_tampered,
+        record_mismatches,
+        still_tampered,
+    )
+
+    pkg = tmp_path / "solforge"
+    pkg.mkdir()
+    mod = pkg / "a.py"
+    mod.write_text("x = 1\n")
+    info = tmp_path / "solforge-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: solforge\nVersion: 0.0\n")
+    h = base64.urlsafe_b64encode(hashlib.sha256(b"x = 1\n").digest()).rstrip(b"=").decode()
+    (info / "RECORD").write_text(f"solforge/a.py,sha256={h},6\n"
+                                 "solforge-0.0.dist-info/RECORD,,\n")
+    dist = importlib.metadata.PathDistribution(info)
+    root = pkg.resolve()
+    assert record_mismatches(dist, root) == []
+    mod.write_text("x = 2\n")
+    assert record_mismatches(dist, root) == [f"{mod.resolve()} (modified)"]
+
+    mark_tampered([f"{mod} (modified)"], root=root)  # what a judge does when it sees it
+    assert still_tampered(root) == [str(mod)]
+    assert "still are" in install_refusal(root) and str(mod) in install_refusal(root)
+    mod.write_text("x = 1\n")  # reinstalled
+    assert still_tampered(root) == [] and not mark_path(root).exists()
+    assert install_refusal(root) == ""
