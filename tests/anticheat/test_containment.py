@@ -78,6 +78,7 @@ def test_judge_memory_is_not_readable(ev, caps):
         pytest.skip("runner and judge share an unprivileged uid here; the judge is "
                     f"non-dumpable, probe said: {seen}")
     assert "blocked" in seen and "bytes" not in seen, seen
+    assert "listed" not in seen, seen  # nor a spare runner's files
 
 
 def test_network_is_unreachable(ev, caps):
