@@ -67,7 +67,7 @@ device = os.environ.get("DEVICE", "cuda")
 wl = ["small", "held", "gpu_mid"] if device != "cpu" else None
 with Evaluator(EvalOptions(device=device, baselines=["eager"], timeout_s=300, seed=4)) as ev:
     for sol in sys.argv[3:]:
-        r = ev.evaluate(sys.argv[2], sol, workloads=wl)
+        r = ev.evaluate(sys.argv[2], sol, **({"workloads": wl} if wl else {}))
         out.append({"solution": sol.rsplit("/", 1)[-1], "status": r.status.value,
                     "flags": r.flags, "containment": r.containment,
                     "judge_fault": r.judge_fault, "message": r.message[:600],

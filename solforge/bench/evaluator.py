@@ -2,9 +2,11 @@
 
 The caller's process (the CLI, an agent, a planner) never runs a reference or a
 candidate: it starts one judge process per device (``bench/judge/process.py``) and exchanges plain
-dicts with it. If the judge itself dies (a reference that segfaults, say), the record
-says so with the status that fits the phase it died in, and the next evaluation gets a
-new judge.
+dicts with it. If the judge itself dies in the middle of an evaluation (killed), or says
+its CUDA context is lost, a new judge runs that evaluation once more and the record's
+``judge_fault`` says what happened: nothing is charged to the candidate. Only when the
+second judge fails the same way (a reference that segfaults, a candidate that kills its
+judge) is the record the one it earned: the status that fits the phase the judge died in.
 
 The judge's environment is the caller's minus anything named like a secret (keys,
 tokens, passwords): a candidate must not find them one process up. When the judge

@@ -1,4 +1,5 @@
-"""Build caches of one candidate: Triton's, torch extensions', inductor's and NVRTC's.
+"""Build caches of one candidate: Triton's, torch extensions', inductor's, CuTe DSL's and
+NVRTC's.
 
 A runner's caches live in its own working directory (``<workdir>/cache``, the only
 place its filesystem view lets it write besides its temporary directory; see
@@ -30,8 +31,6 @@ from pathlib import Path
 from solforge import env
 
 KEEP_MB = 2048
-# what the runner's environment points each tool at, under its cache directory
-SUBDIRS = ("triton", "torch_extensions", "inductor", "nvrtc")
 
 
 def key(solution: Path) -> str:
@@ -100,4 +99,4 @@ def keep(candidate: str, cache: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["KEEP_MB", "SUBDIRS", "keep", "key", "seed", "store"]
+__all__ = ["KEEP_MB", "keep", "key", "seed", "store"]

@@ -234,6 +234,7 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
         "TRITON_CACHE_DIR": str(cache / "triton"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "CUTE_DSL_CACHE_DIR": str(cache / "cute_dsl"),
         env.CACHE: str(cache),
         # Triton's autotuner keeps its choice per (kernel source, config list, key) on disk:
         # every fresh runner re-tuned the same kernels on every workload otherwise. A choice
