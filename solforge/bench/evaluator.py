@@ -50,6 +50,9 @@ class Evaluator:
         self.digest: str | None = None
         self.tampered: str | None = None
         self.phase = ""  # the judge's phase in the evaluation under way ('' between them)
+        # set by close() (a caller stopping a stalled evaluation, say) until the next start:
+        # a judge that dies because it was closed is not a fault to run again
+        self._closing = False
 
     # -- judge process -------------------------------------------------------------------
     def _start(self) -> None:
@@ -89,6 +92,7 @@ class Evaluator:
             raise RuntimeError(f"the evaluator process did not start: {err}")
         if msg.get("refused"):
             self._refuse(msg["refused"])
+        self._closing = False
         _say_once(str(msg.get("containment") or ""))
 
     def _renew(self) -> None:
@@ -131,6 +135,7 @@ class Evaluator:
         return None
 
     def close(self) -> None:
+        self._closing = True
         if self.conn is not None and self.proc is not None and self.proc.poll() is None:
             try:
                 self.conn.send({"op": "shutdown"})
@@ -252,10 +257,11 @@ class Evaluator:
             msg = self._recv(deadline)
             if msg is None:
                 died = self.proc is not None and self.proc.poll() is not None
+                closed = self._closing  # by another thread: not a fault
                 how = _exit(self.proc)
                 err = self._stderr()
                 self.close()
-                if died and not fault:
+                if died and not fault and not closed:
                     failed = again(f"the judge {how} during the {phase} phase; a new judge "
                                    f"ran the evaluation again. {err[-1000:]}")
                     if failed is None:
