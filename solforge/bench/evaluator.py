@@ -256,8 +256,14 @@ class Evaluator:
         while True:
             msg = self._recv(deadline)
             if msg is None:
-                died = self.proc is not None and self.proc.poll() is not None
                 closed = self._closing  # by another thread: not a fault
+                judge = self.proc
+                if judge is not None:
+                    try:  # its channel closes a moment before it can be reaped
+                        judge.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        pass
+                died = judge is not None and judge.poll() is not None
                 how = _exit(self.proc)
                 err = self._stderr()
                 self.close()
