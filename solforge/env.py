@@ -30,6 +30,7 @@ DEVICE_MEMORY_MB = "SOLFORGE_DEVICE_MEMORY_MB"
 JUDGE_SLACK_MB = "SOLFORGE_JUDGE_SLACK_MB"
 SPARES = "SOLFORGE_SPARES"
 HARDEN_GPU = "SOLFORGE_HARDEN_GPU"
+FS_VIEW = "SOLFORGE_FS_VIEW"
 CUDA_ARCH = "SOLFORGE_CUDA_ARCH"
 LLM_CONFIG = "SOLFORGE_LLM_CONFIG"
 SERVE_TOKEN = "SOLFORGE_SERVE_TOKEN"
@@ -59,6 +60,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
                          "replaced; default 1024 on a GPU, 256 on a CPU"),
     Knob(SPARES, "runners a judge keeps started ahead of need"),
     Knob(HARDEN_GPU, "1: GPU runs get the CPU runs' capability drop and non-dumpable judge",
+         verdict=True),
+    Knob(FS_VIEW, "0: runners and shell commands see the filesystem as this user does "
+                  "(no read-only view; the evaluator's self-check still detects changes)",
          verdict=True),
     Knob(CUDA_ARCH, "the architecture CUDA C++ solutions compile for (sm_90a, ...)",
          verdict=True),
@@ -132,6 +136,11 @@ def spares() -> int | None:
 
 def harden_gpu() -> bool:
     return _raw(HARDEN_GPU) == "1"
+
+
+def fs_view() -> bool:
+    """Whether contained children get the read-only filesystem view (default on)."""
+    return _raw(FS_VIEW) != "0"
 
 
 def cuda_arch() -> str | None:

@@ -9,13 +9,20 @@ namespace where the OS allows one), a new session; and, as root on a CPU device 
 works, ``nobody``'s uid. On timeout the whole process group and every descendant are
 killed. It holds the device's timing slot (``solforge.bench.measure.slots``) for the whole
 command, so nothing an agent runs overlaps another candidate's timing on that device.
+Where the machine allows it (root), the runners' filesystem view
+(``solforge.bench.runner.fsview``): everything read-only except the workspace, the
+command's private HOME (its TMPDIR and build caches inside) and the machine's slot
+directory, and on a hardened device (``sandbox.hardened``: a CPU) no capabilities, so the
+view cannot be undone. The installed solforge, torch, the user's home, the run directory
+and its ledger are then out of a command's reach; :attr:`CommandResult.containment` says
+when they are not.
 
 Not covered: host memory on a GPU device (the address-space limit is CPU-only, as for
-runners, and nothing here plays the judge's resident-memory watchdog); a filesystem
-jail. A command reads what the user running solforge can read (the installed corpus
-included) and, unless privileges were dropped, writes it too, the run directory and its
-ledger among it; the judge hashes its own files and flags changes. See
-docs/THREAT_MODEL.md for the rest.
+runners, and nothing here plays the judge's resident-memory watchdog); what a command
+reads (what the user running solforge can read, the installed corpus included); writes
+where the view cannot be had (not root), or undone by a command that keeps its
+capabilities (a GPU device without ``SOLFORGE_HARDEN_GPU=1``); the judge hashes its own
+files and flags changes. See docs/THREAT_MODEL.md for the rest.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from solforge import env
 from solforge.bench import (
     OutputTail,
     SandboxConfig,
@@ -40,7 +48,7 @@ from solforge.bench import (
     runner_env,
     slot_env,
 )
-from solforge.bench.runner import sandbox
+from solforge.bench.runner import fsview, sandbox
 
 
 @dataclass
@@ -53,6 +61,7 @@ class CommandResult:
     timed_out: bool = False
     network_isolated: bool = False
     slot_wait_s: float = 0.0
+    containment: str = ""  # '' when the command had the read-only view; else why not
 
     def describe(self) -> str:
         """The report an agent reads."""
@@ -69,15 +78,29 @@ class CommandResult:
         return f"{head}\n{self.output}" if self.output else f"{head} (no output)"
 
 
-def _preexec(cfg: SandboxConfig, device: str, drop: bool) -> None:
-    """The runner's limits (``sandbox.set_limits``), between fork and exec."""
+def _preexec(cfg: SandboxConfig, device: str, drop: bool, view: fsview.View | None,
+             strip_caps: bool) -> None:
+    """The runner's limits and view (``sandbox.set_limits``), between fork and exec."""
     libc = sandbox._libc()
-    sandbox.set_limits(cfg, device)
+    sandbox.set_limits(cfg, device, view)
     if drop:
         sandbox._drop_to_nobody()
         resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
     if libc is not None:
+        if strip_caps:
+            sandbox._drop_capabilities(libc)
         libc.prctl(sandbox._PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def _containment(view: fsview.View | None, strip_caps: bool, drop: bool, cfg: SandboxConfig
+                 ) -> str:
+    if view is None:
+        wanted = cfg.fs_view if cfg.fs_view is not None else env.fs_view()
+        why = fsview.available() if wanted else f"turned off ({env.FS_VIEW}=0)"
+        return f"no read-only filesystem view: {why}"
+    if not (strip_caps or drop):
+        return "read-only filesystem view, but the command keeps its capabilities"
+    return ""
 
 
 def _chown_tree(root: Path, uid: int) -> None:
@@ -102,6 +125,7 @@ def run_contained(command: str, cwd: Path, device: str = "cpu", timeout_s: float
     cwd = Path(cwd).resolve()
     home = Path(tempfile.mkdtemp(prefix="solforge-agent-home-"))
     (home / "tmp").mkdir()
+    (home / "cache").mkdir()
     drop = cfg.drop_privileges
     if drop is None:
         drop = device == "cpu" and sandbox.can_drop_privileges()
@@ -113,6 +137,8 @@ def run_contained(command: str, cwd: Path, device: str = "cpu", timeout_s: float
     if hold_slot:  # evaluations the command starts run inside this hold, not after it
         env.update(slot_env(device))
     netns = cfg.isolate_network and _netns_available()
+    view = sandbox.fs_view_for(cfg, device, [cwd, home])
+    strip_caps = os.geteuid() == 0 and not drop and sandbox.hardened(device)
     slot = device_slot(device) if hold_slot else contextlib.nullcontext(0.0)
     try:
         with slot as waited:
@@ -120,7 +146,7 @@ def run_contained(command: str, cwd: Path, device: str = "cpu", timeout_s: float
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=lambda: _preexec(cfg, device, drop))
+                preexec_fn=lambda: _preexec(cfg, device, drop, view, strip_caps))
             tail = OutputTail(proc.stdout, head=max_output_chars // 3,
                               tail=max_output_chars - max_output_chars // 3)
             code, timed_out = _wait_unreaped(proc.pid, timeout_s)
@@ -137,7 +163,8 @@ def run_contained(command: str, cwd: Path, device: str = "cpu", timeout_s: float
         shutil.rmtree(home, ignore_errors=True)
     return CommandResult(exit_code=None if timed_out else code, output=text,
                          seconds=seconds, timed_out=timed_out, network_isolated=netns,
-                         slot_wait_s=float(waited or 0.0))
+                         slot_wait_s=float(waited or 0.0),
+                         containment=_containment(view, strip_caps, drop, cfg))
 
 
 def _wait_unreaped(pid: int, timeout_s: float) -> tuple[int | None, bool]:

@@ -24,6 +24,7 @@ from typing import Any
 _FACE = {
     "Evaluator": "solforge.bench.evaluator",
     "EvaluatorTampered": "solforge.bench.judge.guard",
+    "install_refusal": "solforge.bench.judge.install",
     "bench": "solforge.bench.suite",
     "SuiteStopped": "solforge.bench.suite",
     "with_solutions": "solforge.bench.suite",

@@ -2,9 +2,11 @@
 
 The caller's process (the CLI, an agent, a planner) never runs a reference or a
 candidate: it starts one judge process per device (``bench/judge/process.py``) and exchanges plain
-dicts with it. If the judge itself dies (a reference that segfaults, say), the record
-says so with the status that fits the phase it died in, and the next evaluation gets a
-new judge.
+dicts with it. If the judge itself dies in the middle of an evaluation (killed), or says
+its CUDA context is lost, a new judge runs that evaluation once more and the record's
+``judge_fault`` says what happened: nothing is charged to the candidate. Only when the
+second judge fails the same way (a reference that segfaults, a candidate that kills its
+judge) is the record the one it earned: the status that fits the phase the judge died in.
 
 The judge's environment is the caller's minus anything named like a secret (keys,
 tokens, passwords): a candidate must not find them one process up. When the judge
@@ -19,6 +21,7 @@ Not covered: several devices per judge (use one Evaluator per device), remote ju
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from solforge.bench.judge import install
 from solforge.bench.judge.guard import EvaluatorTampered, solforge_digest
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord, Status
@@ -45,12 +49,19 @@ class Evaluator:
         self.conn: Connection | None = None
         self.digest: str | None = None
         self.tampered: str | None = None
+        self.phase = ""  # the judge's phase in the evaluation under way ('' between them)
+        # set by close() (a caller stopping a stalled evaluation, say) until the next start:
+        # a judge that dies because it was closed is not a fault to run again
+        self._closing = False
 
     # -- judge process -------------------------------------------------------------------
     def _start(self) -> None:
         if self.tampered:
             raise EvaluatorTampered(self.tampered)
         if self.digest is None:
+            refused = install.install_refusal()  # a tampered install is never used (install.py)
+            if refused:
+                self._refuse(refused)
             self.digest = solforge_digest()
         ours, theirs = socket.socketpair()
         theirs.set_inheritable(True)
@@ -81,6 +92,8 @@ class Evaluator:
             raise RuntimeError(f"the evaluator process did not start: {err}")
         if msg.get("refused"):
             self._refuse(msg["refused"])
+        self._closing = False
+        _say_once(str(msg.get("containment") or ""))
 
     def _renew(self) -> None:
         """Let the old judge finish exiting, then start a new one."""
@@ -122,6 +135,7 @@ class Evaluator:
         return None
 
     def close(self) -> None:
+        self._closing = True
         if self.conn is not None and self.proc is not None and self.proc.poll() is None:
             try:
                 self.conn.send({"op": "shutdown"})
@@ -210,6 +224,10 @@ class Evaluator:
         assert self.conn is not None
         self.conn.send(request)
         replaced = ""
+        # the first judge's failure (killed, its CUDA context lost), after which a new
+        # judge runs the evaluation once more: nothing is charged to the candidate unless
+        # the second judge fails too
+        fault = ""
         # the judge enforces the candidate's limit; this one covers baselines and builds
         deadline = time.monotonic() + opts.timeout_s * 2 + 1800
         phase = "starting"
@@ -222,25 +240,77 @@ class Evaluator:
             spent[phase] = spent.get(phase, 0.0) + now - since
             since = now
 
+        def again(why: str) -> EvaluationRecord | None:
+            """Send the request to a new judge; a record when none can be started."""
+            nonlocal fault, phase
+            fault = why[:3000]
+            try:
+                self._renew()
+            except RuntimeError as e:
+                return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
+            assert self.conn is not None
+            self.conn.send(request)
+            phase = self.phase = "starting"
+            return None
+
         while True:
             msg = self._recv(deadline)
             if msg is None:
-                died = self.proc is not None and self.proc.poll() is not None
+                closed = self._closing  # by another thread: not a fault
+                judge = self.proc
+                if judge is not None:
+                    try:  # its channel closes a moment before it can be reaped
+                        judge.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        pass
+                died = judge is not None and judge.poll() is not None
+                how = _exit(self.proc)
                 err = self._stderr()
                 self.close()
+                if died and not fault and not closed:
+                    failed = again(f"the judge {how} during the {phase} phase; a new judge "
+                                   f"ran the evaluation again. {err[-1000:]}")
+                    if failed is None:
+                        continue
+                    return failed
                 status = Status.INVALID_REFERENCE if phase in ("reference", "baseline") \
                     else Status.RUNTIME_ERROR
                 what = "died" if died else "stopped answering"
-                return _record(name, solution, opts, status,
-                               f"the evaluator process {what} during the {phase} phase"
-                               f"{' (the reference crashed it)' if status is Status.INVALID_REFERENCE else ''}"
-                               f". {err[-1500:]}")
+                twice = (" again, on a second judge: it is what the evaluation runs (the "
+                         "candidate, or the reference) that ends the judge" if fault else "")
+                self.phase = ""
+                rec = _record(name, solution, opts, status,
+                              f"the evaluator process {what} during the {phase} phase"
+                              f"{' (the reference crashed it)' if status is Status.INVALID_REFERENCE else ''}"
+                              f"{twice}. {err[-1500:]}")
+                rec.judge_fault = fault
+                return rec
             event = msg.get("event")
             if event == "phase":
                 lap()
-                phase = msg.get("phase", phase)
+                phase = self.phase = msg.get("phase", phase)
                 if self.on_phase:
                     self.on_phase(msg)
+            elif event == "fault":
+                # the judge's CUDA context was lost: it exits; its record is not trusted
+                # unless a second judge loses its context on the same evaluation too
+                if not fault:
+                    failed = again(f"the judge lost its CUDA context during the {phase} "
+                                   f"phase ({msg.get('message', '')}); a new judge ran the "
+                                   "evaluation again")
+                    if failed is None:
+                        continue
+                    return failed
+                self.close()
+                self.phase = ""
+                if msg.get("record"):
+                    record = EvaluationRecord.from_json(msg["record"])
+                else:
+                    record = _record(name, solution, opts, Status.RUNTIME_ERROR,
+                                     f"the judge lost its CUDA context again: "
+                                     f"{msg.get('message', '')}")
+                record.judge_fault = fault
+                return record
             elif event == "recycle":
                 # the judge kept memory it could not give back: a new one takes the request
                 replaced = str(msg.get("message", ""))
@@ -253,6 +323,8 @@ class Evaluator:
             elif event == "result":
                 record = EvaluationRecord.from_json(msg["record"])
                 lap()
+                self.phase = ""
+                record.judge_fault = fault
                 record.phase_seconds = {k: round(v, 3) for k, v in spent.items()}
                 if replaced and record.judge_memory is not None:
                     record.judge_memory.replaced_before = replaced
@@ -266,6 +338,28 @@ class Evaluator:
                 return _record(name, solution, opts, Status.RUNTIME_ERROR,
                                f"internal evaluator error: {msg.get('message')}\n"
                                f"{msg.get('traceback', '')[-3000:]}")
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(note: str) -> None:
+    """Print a judge's containment note on the console, once per process and note."""
+    if note and note not in _SAID:
+        _SAID.add(note)
+        print(f"solforge: candidate containment: {note}", file=sys.stderr)
+
+
+def _exit(proc: subprocess.Popen | None) -> str:
+    rc = proc.poll() if proc is not None else None
+    if rc is None:
+        return "stopped answering"
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with code {rc}"
 
 
 def _record(problem: str, solution: Any, opts: EvalOptions, status: Status, message: str

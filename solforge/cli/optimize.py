@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from solforge.bench import install_refusal
 from solforge.cli.console import broken_line, fmt, make_console
 from solforge.cli.optimize_llm import LLM_FLAGS
 from solforge.cli.optimize_settings import (
@@ -230,6 +231,9 @@ def register(app: typer.Typer) -> None:
             for kind in cfg.agents:
                 agent_factory(kind)  # an unknown or broken worker kind: one line, now
             opts = EvalOptions(**{**eval_s, "device": cfg.devices[0]})
+            refused = install_refusal()  # a tampered install starts no run
+            if refused:
+                raise ValueError(refused)
         except (ProblemError, FileNotFoundError, ValueError) as e:
             console.print(f"[red]solforge optimize: {escape(str(e))}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None

@@ -57,7 +57,7 @@ from typing import Any
 
 from solforge.bench import Evaluator
 
-from solforge.bench import EvaluatorTampered
+from solforge.bench import EvaluatorTampered, install_refusal
 from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-export)
@@ -331,7 +331,13 @@ class Planner:
                 w.evaluator.close()  # unblocks its evaluate(); the unit then fails
 
     def loop(self, poll_s: float = 0.2) -> PlannerResult:
-        """Run until every problem converged or a budget is spent; then verify."""
+        """Run until every problem converged or a budget is spent; then verify. A run on
+        an install whose files changed since a judge found them tampered, or that no
+        longer matches its install record, starts nothing (``bench/judge/install.py``)."""
+        refused = install_refusal()
+        if refused:
+            self.stop_reason = f"the evaluator's own files changed: {refused}"
+            self.halted = True
         try:
             while self._dispatch():
                 if self.on_update:

@@ -190,6 +190,12 @@ class EvaluationRecord(BaseModel):
     knobs: dict[str, str] = Field(
         default_factory=dict, description="the SOLFORGE_* settings that can change a verdict "
         "and were set in the judge's environment (solforge/env.py)")
+    containment: str = Field("", description="'' when the candidate's runner had the "
+                             "read-only filesystem view (bench/runner/fsview.py); else what "
+                             "it had instead and why")
+    judge_fault: str = Field("", description="how a first judge failed during this "
+                             "evaluation (killed, or its CUDA context lost) before a new "
+                             "judge ran it again; '' when none did")
 
     model_config = {"populate_by_name": True}
 

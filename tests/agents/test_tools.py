@@ -162,3 +162,20 @@ def test_language_restriction_is_enforced(toolbox):
     assert "accepts only triton" in out
     _, path, reasoning = toolbox.recorder.attempts[0]
     assert (path, reasoning) == ("solution.py", "plain PyTorch first")
+
+
+def test_run_command_writes_nothing_outside_its_workspace(tmp_path):
+    """The shell tool gets the runners' read-only filesystem view: the workspace is
+    writable, the installed solforge is not."""
+    if not capabilities()["fs_view"]:
+        pytest.skip("this machine cannot give a read-only filesystem view (not root)")
+    import solforge
+
+    target = Path(solforge.__file__).parent / "_shell_was_here.py"
+    try:
+        res = run_contained(f"echo x > ws.txt; echo y > {target}", tmp_path, timeout_s=60)
+        assert not target.exists(), res.output
+    finally:
+        target.unlink(missing_ok=True)
+    assert (tmp_path / "ws.txt").read_text() == "x\n"
+    assert "Read-only file system" in res.output and res.containment == "", res

@@ -1,5 +1,8 @@
 """Containment, tested by candidates that try to get out (CPU, real sandboxed runners).
 
+(The candidate that rewrites the installed package, torch and the home is in
+``test_guard.py``: it runs on a copy of the package.)
+
 Probe hacks raise an exception whose message says what they could reach; the record
 carries it. Faults (fork bomb, host memory, output flood) must be recorded with a clear
 status and message, fast, and the next evaluation must run normally. Where this machine
@@ -18,6 +21,7 @@ import pytest
 from solforge.bench.evaluator import Evaluator
 from solforge.records.options import EvalOptions
 from solforge.records.evaluation import Status
+from solforge.bench.runner import caches
 from solforge.bench.runner.sandbox import capabilities, hardened
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -74,6 +78,7 @@ def test_judge_memory_is_not_readable(ev, caps):
         pytest.skip("runner and judge share an unprivileged uid here; the judge is "
                     f"non-dumpable, probe said: {seen}")
     assert "blocked" in seen and "bytes" not in seen, seen
+    assert "listed" not in seen, seen  # nor a spare runner's files
 
 
 def test_network_is_unreachable(ev, caps):
@@ -135,3 +140,31 @@ def test_output_flood_is_cut_off(ev):
     assert len(r.message) < 9000
     assert time.monotonic() - t0 < 45
     _next_passes(ev)
+
+
+def test_own_directories_and_build_caches_stay_writable_and_are_kept_per_candidate(ev, caps):
+    """A runner writes and reads its working directory, HOME, TMPDIR, /dev/shm and every
+    build cache (Triton, torch extensions, inductor, NVRTC); the next runner of the same
+    candidate finds its caches again, and no other candidate's store holds them."""
+    own = SOLUTIONS / "tiny_own_dirs.py"
+    first = ev.evaluate(TINY, own)
+    assert first.status is Status.PASSED, first.message
+    if caps["fs_view"]:
+        assert first.containment == "", first.containment
+    store = caches.store(caches.key(own))
+    assert not (store / "triton" / "seen").exists()
+    second = ev.evaluate(TINY, own)
+    assert second.status is Status.PASSED, second.message
+    assert (store / "triton" / "seen").read_text() == "inductor,nvrtc,torch_extensions,triton"
+    other = caches.store(caches.key(GOOD))
+    assert not list(other.rglob("tiny_own_dirs.marker"))
+
+
+def test_a_candidate_that_kills_the_judge_earns_its_record(ev):
+    """The first judge's death is not charged (a new judge runs the evaluation again);
+    the candidate kills that one too, so the record is its own: RUNTIME_ERROR."""
+    r = ev.evaluate(TINY, HACKS / "kill_judge.py")
+    assert r.status is Status.RUNTIME_ERROR, r.message
+    if "PermissionError" not in r.message:  # a dropped uid cannot signal the judge
+        assert "SIGKILL" in r.judge_fault and "second judge" in r.message, \
+            (r.judge_fault, r.message[:600])

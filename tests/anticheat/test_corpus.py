@@ -93,7 +93,8 @@ GAINS_NOTHING = ["cache_by_sampled_values.py", "child_process_gpu.py"]
 # (test_containment.py), rewrites the evaluator (test_guard.py, on a copy of the package)
 GPU_ONLY = ["host_work.py", "side_stream.py"]  # child_process_gpu.py: GPU form there too
 ELSEWHERE = ["steal_secrets.py", "read_judge_memory.py", "network_exfiltration.py",
-             "evaluator_tamper.py", "pyc_poison.py"]
+             "evaluator_tamper.py", "pyc_poison.py", "tamper_everything.py",
+             "kill_judge.py"]
 
 # one evaluation after another on one judge: the next runner starts during the current one
 # (honest solutions must still pass unflagged, and hacks be caught, with it starting)

@@ -121,3 +121,42 @@ def test_hardened_gpu_runs_keep_cuda_ipc_and_block_the_judge(monkeypatch):
         probe = e.evaluate(TINY, HACKS / "read_judge_memory.py", workloads=WL)
     assert "blocked" in probe.message, probe.message
     assert os.environ.get("SOLFORGE_HARDEN_GPU") == "1"
+
+
+_POISONED_REFERENCE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        # an index far out of range: a device-side assert, which poisons the CUDA context
+        return x[torch.full((1,), 1 << 30, device=x.device, dtype=torch.long)]
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_judge_whose_cuda_context_is_lost_is_replaced(tmp_path):
+    """A reference that poisons the judge's CUDA context (a device-side assert): the judge
+    says so and exits, a new judge runs the evaluation once more, and only when that one
+    loses its context too is the record kept, with the first fault in ``judge_fault``;
+    the next evaluation runs on a healthy judge."""
+    problem = tmp_path / "poisoned_reference.py"
+    problem.write_text(_POISONED_REFERENCE)
+    with Evaluator(EvalOptions(device="cuda", baselines=["eager"], timeout_s=300,
+                               seed=7)) as e:
+        r = e.evaluate(problem, SOLUTIONS / "tiny_good_pytorch.py")
+        assert "CUDA context" in r.judge_fault, (r.judge_fault, r.message[:800])
+        assert r.status in (Status.INVALID_REFERENCE, Status.RUNTIME_ERROR), r.message[:800]
+        good = e.evaluate(TINY, SOLUTIONS / "tiny_good_pytorch.py", workloads=WL)
+    assert good.status is OK and good.judge_fault == "", good.message[:800]

@@ -1,9 +1,11 @@
-"""The evaluator checks its own files (``guard.py``).
+"""The evaluator's own files: a candidate cannot write them (the runner's filesystem
+view), and where it can, the judge sees it and every later command refuses.
 
 Hacks that rewrite the evaluator run against a *copy* of the package in a temporary
 directory (a separate Python process imports solforge from there, and so do its judge
-and runners), so the repository is never touched. The guard's rules themselves are
-tested on small directories.
+and runners), so the repository is never touched. The detection tests turn the view off
+(``SOLFORGE_FS_VIEW=0``), as on a machine that cannot give it. The guard's rules and the
+install record are tested on small directories.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.judge.guard import EvaluatorTampered, FileGuard, pyc_matches_source
+from solforge.bench.runner.sandbox import capabilities
 from solforge.records.options import EvalOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +49,15 @@ with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, time
             out.append({"status": r.status.value, "flags": r.flags, "message": r.message})
         except EvaluatorTampered as e:
             out.append({"refused": str(e)})
+    out[-1]["containment"] = r.containment if "status" in out[-1] else None
+try:  # a later command on the same install
+    if sys.argv[5:] == ["no-later"]:
+        raise SystemExit(print("RESULT " + json.dumps(out + [{}])))
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, timeout_s=60,
+                               seed=4)) as ev:
+        out.append({"later": ev.evaluate(problem, honest).status.value})
+except EvaluatorTampered as e:
+    out.append({"later_refused": str(e)})
 print("RESULT " + json.dumps(out))
 """
 
@@ -54,16 +66,26 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _run_in_copy(tmp_path: Path, hack: str) -> list[dict]:
+def _copy(tmp_path: Path) -> Path:
     copy = tmp_path / "site"
     shutil.copytree(ROOT / "solforge", copy / "solforge",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return copy / "solforge"
+
+
+def _run_in_copy(tmp_path: Path, hack: str, later: bool = True, **env_extra: str
+                 ) -> list[dict]:
+    pkg = tmp_path / "site" / "solforge"
+    if not pkg.exists():
+        _copy(tmp_path)
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env["SOLFORGE_SPARES"] = "2"  # three evaluations back to back; nothing timed is checked
+    env.update(env_extra)
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(copy), str(TINY),
-         str(FIXTURES / "solutions" / "tiny_good_pytorch.py"), str(FIXTURES / "hacks" / hack)],
+        [sys.executable, "-c", _SCRIPT, str(pkg.parent), str(TINY),
+         str(FIXTURES / "solutions" / "tiny_good_pytorch.py"), str(FIXTURES / "hacks" / hack),
+         *([] if later else ["no-later"])],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -73,15 +95,59 @@ def _run_in_copy(tmp_path: Path, hack: str) -> list[dict]:
 @pytest.mark.parametrize("hack, changed", [("evaluator_tamper.py", "compare.py"),
                                            ("pyc_poison.py", "compare.cpython")])
 def test_tampering_is_caught_and_the_judge_refuses_afterwards(tmp_path, hack, changed):
+    """Without the filesystem view (a machine that cannot give it): the write succeeds,
+    the judge sees it, refuses, and so does a later command on the same install."""
     real = ROOT / "solforge" / "bench" / "measure" / "compare.py"
     before = _digest(real)
-    honest, tampered, after = _run_in_copy(tmp_path, hack)
+    honest, tampered, after, later = _run_in_copy(tmp_path, hack, SOLFORGE_FS_VIEW="0")
     assert _digest(real) == before  # the repository was never the target
     assert honest["status"] == "PASSED" and honest["flags"] == []  # no false alarm first
     assert tampered["status"] == "REWARD_HACK", tampered
     assert "evaluator_tampered" in tampered["flags"]
     assert changed in tampered["message"] and "reinstall" in tampered["message"]
     assert "refused" in after and "reinstall" in after["refused"]
+    assert "still are" in later.get("later_refused", ""), later
+    assert changed in later["later_refused"]
+
+
+def _stats(root: Path, pattern: str) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.glob(pattern)
+            if p.is_file()}
+
+
+def _contents(root: Path) -> dict[str, str]:
+    return {str(p): _digest(p) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.skipif(not capabilities()["fs_view"], reason="this machine cannot give runners "
+                    "a read-only filesystem view (not root, or no mount namespace)")
+def test_a_candidate_writes_nothing_outside_its_own_directories(tmp_path):
+    """The tamper test of issue 21: a candidate appends to every .py of the installed
+    solforge and tries torch's files and the user's home; every file stays byte-identical,
+    no file appears, and since nothing changed the judge goes on (no refusal)."""
+    import pwd
+
+    import torch
+
+    pkg = _copy(tmp_path)
+    lib = Path(torch.__file__).parent
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    before = (_contents(pkg), _stats(lib, "*.py"), _stats(home, ".*"))
+    try:
+        honest, hack, after, _ = _run_in_copy(tmp_path, "tamper_everything.py", later=False)
+    finally:
+        made = [p for p in (lib / "_solforge_was_here.py", home / "._solforge_was_here")
+                if p.exists()]
+        for p in made:  # only where the view failed: leave the machine as it was
+            p.unlink()
+    assert not made, made
+    assert (_contents(pkg), _stats(lib, "*.py"), _stats(home, ".*")) == before
+    assert hack["status"] == "RUNTIME_ERROR", hack
+    total = len(list(pkg.rglob("*.py")))
+    assert f"solforge written=0/{total} torch+home opened=0 created=0 own_dir=ok" in \
+        hack["message"], hack["message"][:600]
+    assert honest["status"] == "PASSED" and after["status"] == "PASSED", (honest, after)
+    assert after["containment"] == ""
 
 
 def test_judge_refuses_to_start_on_files_changed_since_the_caller_started():
@@ -183,3 +249,42 @@ def test_the_layers_a_verdict_rests_on_are_guarded():
     for f in (base / "records" / "evaluation.py", base / "env.py",
               base / "bench" / "judge" / "pipeline.py", base / "bench" / "runner" / "process.py"):
         assert str(f) in watched, f
+
+
+def test_an_install_that_no_longer_matches_its_record_is_refused(tmp_path):
+    """A wheel install's RECORD names every file's hash: a file changed since (by anyone,
+    before this process started) is found; a judge's tamper mark outlives the judge and
+    clears itself once the files are restored."""
+    import base64
+    import importlib.metadata
+
+    from solforge.bench.judge.install import (
+        install_refusal,
+        mark_path,
+        mark_tampered,
+        record_mismatches,
+        still_tampered,
+    )
+
+    pkg = tmp_path / "solforge"
+    pkg.mkdir()
+    mod = pkg / "a.py"
+    mod.write_text("x = 1\n")
+    info = tmp_path / "solforge-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: solforge\nVersion: 0.0\n")
+    h = base64.urlsafe_b64encode(hashlib.sha256(b"x = 1\n").digest()).rstrip(b"=").decode()
+    (info / "RECORD").write_text(f"solforge/a.py,sha256={h},6\n"
+                                 "solforge-0.0.dist-info/RECORD,,\n")
+    dist = importlib.metadata.PathDistribution(info)
+    root = pkg.resolve()
+    assert record_mismatches(dist, root) == []
+    mod.write_text("x = 2\n")
+    assert record_mismatches(dist, root) == [f"{mod.resolve()} (modified)"]
+
+    mark_tampered([f"{mod} (modified)"], root=root)  # what a judge does when it sees it
+    assert still_tampered(root) == [str(mod)]
+    assert "still are" in install_refusal(root) and str(mod) in install_refusal(root)
+    mod.write_text("x = 1\n")  # reinstalled
+    assert still_tampered(root) == [] and not mark_path(root).exists()
+    assert install_refusal(root) == ""

@@ -189,7 +189,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     deadline = clock() + opts.timeout_s
     if lang.builds_ahead:
         judge.phase("build")
-        builder = judge.builder(opts.memory_mb)
+        builder = judge.builder(opts.memory_mb, sol.path)
         try:
             builder.ask({"op": "build", "solution": str(sol.path)}, deadline)
         except RunnerFailure as e:
@@ -198,13 +198,14 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
                 return _fail(rec, e.status, e.message)
             # anything else (the import needs the GPU, say) is retried in the runner
         finally:
+            rec.containment = builder.containment
             builder.close()
     if opts.device == "cpu" and not lang.runs_on_cpu:
         built = " It compiled; r" if lang.builds_ahead else " R"
         return _fail(rec, Status.RUNTIME_ERROR,
                      f"{sol.language} solutions need a CUDA GPU and this evaluation runs on "
                      f"the CPU.{built}un it with --device cuda.")
-    runner = judge.runner(opts.memory_mb)
+    runner = judge.runner(opts.memory_mb, sol.path)
     seed = opts.seed if opts.seed is not None else random.randrange(1, 2**31)
     try:
         for w, timed in selected:
@@ -234,6 +235,7 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     finally:
         judge.phase("closing")  # the runner killed, the evaluator's files checked, a spare
         rec.runner_seconds = {k: round(v, 3) for k, v in runner.op_seconds.items()}
+        rec.containment = rec.containment or runner.containment
         runner.close()
 
 
@@ -399,7 +401,7 @@ def profile(judge: Judge, problem_path: str, solution_path: str, language: str |
         return {"ok": False, "message": "no workload to profile on this device"}
     w = timed[0]
     deadline = clock() + opts.timeout_s
-    runner = judge.runner(opts.memory_mb)
+    runner = judge.runner(opts.memory_mb, sol.path)
     eval_mode = not problem.train_mode and not problem.kernelbench_plain
     try:
         runner.ask({"op": "load", "problem": str(problem.path), "solution": str(sol.path),

@@ -25,6 +25,10 @@ Requests (plain dicts over the judge's channel): ``evaluate`` and ``shutdown``. 
 works, the judge sends ``{"event": "phase", ...}`` messages so the caller can tell a broken
 reference (judge died while building the reference) from anything else.
 
+A judge whose CUDA context is lost (a sticky error: an illegal access in the reference)
+answers with ``{"event": "fault"}`` and exits: the caller runs the evaluation once more on
+a new judge (``evaluator.py``), and keeps this record only if that one fails the same way.
+
 After every evaluation the judge releases what it holds and measures what is left
 (``bench/judge/memory.py``); a judge that stays above its idle floor answers the next request with
 ``{"event": "recycle"}`` and exits, and the caller sends that request to a new judge.
@@ -38,9 +42,10 @@ import sys
 import traceback
 from multiprocessing.connection import Connection
 
+from solforge.bench.judge import install
 from solforge.bench.judge.pipeline import evaluate, profile
 from solforge.bench.judge.state import DEFAULT_MEMORY_MB, Judge
-from solforge.bench.runner.sandbox import become_subreaper
+from solforge.bench.runner.sandbox import become_subreaper, containment_note
 
 
 def serve(conn: Connection, device: str, expected_digest: str | None = None) -> None:
@@ -50,7 +55,9 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
         judge.refused = ("the evaluator's files changed between the caller's start and this "
                          "judge's: no verdict can be trusted. Reinstall solforge and start "
                          "a new evaluator.")
-    conn.send({"event": "ready", "pid": os.getpid(), "refused": judge.refused})
+    judge.refused = judge.refused or install.install_refusal() or None
+    conn.send({"event": "ready", "pid": os.getpid(), "refused": judge.refused,
+               "containment": containment_note(device)})
     if not judge.refused:  # the first candidate's runner starts now, not when it is needed
         judge.replenish(DEFAULT_MEMORY_MB)
     try:
@@ -85,6 +92,10 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
                 record = evaluate(judge, req["problem"], req["solution"], req.get("language"),
                                   req["options"])
                 record = judge.after_evaluation(record)
+                lost = cuda_context_lost(device)
+                if lost:  # nothing this judge measured now can be trusted: a new one
+                    conn.send({"event": "fault", "message": lost, "record": record})
+                    return
                 record["judge_memory"] = judge.memory.figures().model_dump()
                 if not judge.refused:
                     judge.replenish(int(req["options"].get("memory_mb", DEFAULT_MEMORY_MB)))
@@ -92,10 +103,29 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
                 # after the reply: the release overlaps the caller's own work on the record
                 judge.memory.settle()
             except Exception as e:  # a bug of ours: say so, keep serving
+                lost = cuda_context_lost(device)
+                if lost:
+                    conn.send({"event": "fault", "message": lost})
+                    return
                 conn.send({"event": "error", "message": f"{type(e).__name__}: {e}",
                            "traceback": traceback.format_exc()})
     finally:
         judge.close()
+
+
+def cuda_context_lost(device: str) -> str:
+    """'' while this judge's CUDA context works; else the error it now raises on every
+    call (an illegal access in the reference poisons it for good)."""
+    if not device.startswith("cuda"):
+        return ""
+    import torch
+
+    try:
+        torch.cuda.synchronize(device)
+        torch.ones(1, device=device).add_(1).item()
+        return ""
+    except Exception as e:  # noqa: BLE001 - any failure here means the context is gone
+        return f"{type(e).__name__}: {e}"[:1000]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from solforge import env
+from solforge.bench.judge import install
 from solforge.bench.judge.admission import DeviceLedger, capacity_mb
 from solforge.bench.judge.guard import FileGuard, describe
 from solforge.bench.judge.memory import MemoryWatch
@@ -81,6 +83,7 @@ class Judge:
         changed = self.guard.changed()
         if changed:
             self.refused = describe(changed)
+            install.mark_tampered(changed)
             raise RunnerFailure("REWARD_HACK", self.refused, flag="evaluator_tampered")
 
     def after_evaluation(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +94,7 @@ class Judge:
         changed = self.guard.changed()
         if changed:
             self.refused = describe(changed)
+            install.mark_tampered(changed)  # later commands refuse too (install.py)
         if self.refused:
             record["status"] = "REWARD_HACK"
             flags = record.get("flags", [])
@@ -108,16 +112,23 @@ class Judge:
         if self.conn is not None:
             self.conn.send({"event": "phase", "phase": name, **extra})
 
-    def runner(self, memory_mb: int) -> RunnerHandle:
-        """A fresh runner for one candidate: the oldest live spare, else a new one."""
+    def runner(self, memory_mb: int, solution: Path | None = None) -> RunnerHandle:
+        """A fresh runner for one candidate: the oldest live spare, else a new one; with
+        ``solution``, holding that candidate's build caches (``runner/caches.py``)."""
         pool = self.spares.get(memory_mb, [])
-        while pool:
-            handle = pool.pop(0)
-            if handle.proc.alive():
-                return handle
-            handle.close()
-        return RunnerHandle(RunnerProcess(self.device, SandboxConfig(
-            memory_mb=memory_mb, extra_env=held_slot_env(self.device))), memory_mb)
+        handle = None
+        while pool and handle is None:
+            h = pool.pop(0)
+            if h.proc.alive():
+                handle = h
+            else:
+                h.close()
+        if handle is None:
+            handle = RunnerHandle(RunnerProcess(self.device, SandboxConfig(
+                memory_mb=memory_mb, extra_env=held_slot_env(self.device))), memory_mb)
+        if solution is not None:
+            handle.proc.assign(solution)
+        return handle
 
     def replenish(self, memory_mb: int) -> None:
         """Top the spares up to :func:`spare_count`, after a candidate's timing is over.
@@ -136,8 +147,9 @@ class Judge:
             pool.append(RunnerHandle(
                 RunnerProcess(self.device, SandboxConfig(memory_mb=memory_mb)), memory_mb))
 
-    def builder(self, memory_mb: int) -> RunnerHandle:
-        """A runner for ahead-of-time builds: CUDA hidden, the target architecture given."""
+    def builder(self, memory_mb: int, solution: Path) -> RunnerHandle:
+        """A runner for ahead-of-time builds of ``solution``: CUDA hidden, the target
+        architecture given, the candidate's build caches in it."""
         arch: dict[str, str] = {}
         if self.device.startswith("cuda"):
             import torch
@@ -147,8 +159,10 @@ class Judge:
             arch["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
         else:
             arch["TORCH_CUDA_ARCH_LIST"] = "9.0"
-        return RunnerHandle(RunnerProcess("cpu", SandboxConfig(memory_mb=memory_mb,
-                                                               extra_env=arch)), memory_mb)
+        handle = RunnerHandle(RunnerProcess("cpu", SandboxConfig(memory_mb=memory_mb,
+                                                                 extra_env=arch)), memory_mb)
+        handle.proc.assign(solution)
+        return handle
 
     def close(self) -> None:
         for pool in self.spares.values():

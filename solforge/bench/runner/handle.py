@@ -54,6 +54,9 @@ class RunnerHandle:
         self.idle_cpu_s = 0.0
         self.idle_wall_s = 0.0
         self._idle_mark: tuple[float, float] | None = None
+        # its filesystem view as the judge found it when it was ready ('' = read-only
+        # but its own directories; else why not: RunnerProcess.containment)
+        self.containment = ""
         if quiet.enabled():
             quiet.register(proc.device, proc.pid)
 
@@ -91,6 +94,8 @@ class RunnerHandle:
             if msg.get("op") != "ready":
                 raise RunnerFailure("RUNTIME_ERROR", "the runner did not start")
             self.ready = True
+            # read from /proc before any request, so before any candidate code runs
+            self.containment = self.proc.containment()
 
     def ask(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         self.wait_ready(deadline)

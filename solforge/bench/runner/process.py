@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
     from solforge.bench.runner.channel import Channel
     from solforge.bench.runner.sandbox import enter_sandbox
 
-    enter_sandbox()
+    enter_sandbox(a.device)
     channel = Channel.from_fd(a.fd)
     import torch
 

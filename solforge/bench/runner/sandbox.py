@@ -27,13 +27,18 @@ what actually holds on this machine, and evaluation records carry it):
   what root owns (caches, its working directory) but no longer overrides other users'
   permissions: a cache directory owned by another user is read-only to it. GPU runs are not hardened by default until CUDA IPC is verified
   under it on the target machine;
+- a filesystem view (``bench/runner/fsview.py``): every mount read-only in its own mount
+  namespace except its working directory (with its temporary directory and its build
+  caches, kept per candidate by ``bench/runner/caches.py``), its own ``/dev/shm`` on a CPU
+  device, and the machine's slot directory; where the machine cannot give it (not root),
+  the record says so and the guard's detection remains;
 - killing: the whole process group, then every descendant found in /proc (the judge is a
   child subreaper, so even double-forked orphans of the runner come back to it).
 
 Not covered (documented threat model, see docs/THREAT_MODEL.md): kernel exploits;
 GPU-level isolation between processes (MPS/MIG are not used); side channels; disk space
-(only the size of each file is limited); a root runner writing root-owned files (the
-guard detects it, nothing prevents it); the environment of the *caller's* process, which
+(only the size of each file is limited); a root runner writing root-owned files where
+the filesystem view cannot be had (the guard detects it); the environment of the *caller's* process, which
 a runner with the caller's uid can read unless that process is non-dumpable; a machine
 where none of the facilities above exist still gets the process boundary, the private
 channel, the timeout, the watchdogs and the kill.
@@ -55,7 +60,7 @@ from pathlib import Path
 import solforge
 from solforge import env
 from solforge.bench.measure.slots import slots_dir
-from solforge.bench.runner import cgroups
+from solforge.bench.runner import caches, cgroups, fsview
 from solforge.bench.runner.channel import Channel, socket_pair
 from solforge.bench.runner.output_tail import OutputTail
 from solforge.bench.runner.proctree import MANAGED, descendants, kill_tree
@@ -97,6 +102,7 @@ class SandboxConfig:
     max_processes: int = 256        # descendants before the watchdog kills (fork bombs)
     max_tasks: int = 2048           # pids cgroup limit: processes and threads, all counted
     output_mb: int = 64             # stdout+stderr before the watchdog kills (floods)
+    fs_view: bool | None = None     # None: the read-only view where the machine allows it
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -181,7 +187,7 @@ def capabilities() -> dict[str, bool]:
         netns = False
     return {"process_group": True, "network_namespace": netns, "root": os.geteuid() == 0,
             "drop_privileges": can_drop_privileges(), "pids_cgroup": cgroups.available(),
-            "subreaper": sys.platform.startswith("linux")}
+            "subreaper": sys.platform.startswith("linux"), "fs_view": not fsview.available()}
 
 
 # Idle OpenMP threads spin for a while after each parallel region and steal the cores a
@@ -217,15 +223,18 @@ def can_drop_privileges() -> bool:
 
 
 def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    cache = env.cache_dir()
+    """A contained child's environment: the allowlist, HOME and TMPDIR in ``workdir``, and
+    every build cache under ``workdir/cache`` (its own: ``caches.py``)."""
+    cache = workdir / "cache"
     out = {k: v for k, v in os.environ.items() if k in _ENV_ALLOW}
     out.update({
         "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"), "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
-        # compile caches are shared between candidates (reuse); see the threat model
+        # the candidate's own compile caches (caches.py), inside its writable directory
         "TRITON_CACHE_DIR": str(cache / "triton"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "CUTE_DSL_CACHE_DIR": str(cache / "cute_dsl"),
         env.CACHE: str(cache),
         # Triton's autotuner keeps its choice per (kernel source, config list, key) on disk:
         # every fresh runner re-tuned the same kernels on every workload otherwise. A choice
@@ -244,11 +253,43 @@ def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, s
     return out
 
 
-def set_limits(cfg: SandboxConfig, device: str) -> None:
+def fs_view_for(cfg: SandboxConfig, device: str, own: list[Path]) -> fsview.View | None:
+    """The filesystem view a contained child gets (``own``: its directories), or None where
+    it gets none (``cfg.fs_view`` False, ``SOLFORGE_FS_VIEW=0``, or the machine cannot)."""
+    wanted = cfg.fs_view if cfg.fs_view is not None else env.fs_view()
+    if not wanted or fsview.available():
+        return None
+    return fsview.View(writable=tuple(str(p.resolve()) for p in own),
+                       private_shm=not device.startswith("cuda"),
+                       shared=(str(slots_dir().resolve()),))
+
+
+def containment_note(device: str, cfg: SandboxConfig | None = None) -> str:
+    """What runners on ``device`` will not get of their filesystem view, as a line for
+    the console ('' when they get all of it); each runner's is checked when it starts
+    (``RunnerProcess.containment``)."""
+    cfg = cfg or SandboxConfig()
+    if not (cfg.fs_view if cfg.fs_view is not None else env.fs_view()):
+        return (f"no read-only filesystem view ({env.FS_VIEW}=0): candidate code can write "
+                "what this user can; the evaluator's self-check detects changes to its files")
+    why = fsview.available()
+    if why:
+        return (f"no read-only filesystem view ({why}): candidate code can write what this "
+                "user can; the evaluator's self-check detects changes to its files")
+    if os.geteuid() == 0 and not hardened(device):
+        return (f"read-only filesystem view, but {device} runners keep their capabilities "
+                f"and could undo it ({env.HARDEN_GPU}=1 hardens them)")
+    return ""
+
+
+def set_limits(cfg: SandboxConfig, device: str, view: fsview.View | None = None) -> None:
     """A contained child's limits, between fork and exec: it dies with its parent, dumps no
     core, and is bounded in CPU seconds, file size, open files and (on a CPU device) address
     space; its network namespace is a new, empty one where ``cfg.isolate_network`` and the
-    kernel allow. The runner and the LLM worker's shell tool (``agents/shell.py``) share it."""
+    kernel allow; with ``view``, its filesystem is read-only but for the view's
+    directories (``fsview.py``; a refusal leaves it without, which the judge's check of
+    the child's mounts reports). The runner and the LLM worker's shell tool
+    (``agents/shell.py``) share it."""
     libc = _libc()
     if libc is not None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -265,6 +306,11 @@ def set_limits(cfg: SandboxConfig, device: str) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     if cfg.isolate_network:
         _unshare_network()
+    if view is not None:
+        try:
+            fsview.enter(view)
+        except OSError:
+            pass
 
 
 class RunnerProcess:
@@ -275,17 +321,21 @@ class RunnerProcess:
         self.config = cfg = config or SandboxConfig()
         self.workdir = Path(tempfile.mkdtemp(prefix="solforge-runner-"))
         (self.workdir / "tmp").mkdir()
+        self.cache = self.workdir / "cache"
+        self.cache.mkdir()
+        self.candidate: str | None = None  # whose caches it holds (``assign``)
         drop = cfg.drop_privileges
         if drop is None:
             drop = device == "cpu" and can_drop_privileges()
         self.dropped = bool(drop and os.geteuid() == 0)
         if self.dropped:
-            os.chown(self.workdir, 65534, 65534)
-            os.chown(self.workdir / "tmp", 65534, 65534)
+            for d in (self.workdir, self.workdir / "tmp", self.cache):
+                os.chown(d, 65534, 65534)
         self.channel, child_sock = socket_pair()
         fd = child_sock.fileno()
         child_env = runner_env(device, self.workdir, cfg.extra_env)
         self.strip_caps = os.geteuid() == 0 and not self.dropped and hardened(device)
+        self.view = fs_view_for(cfg, device, [self.workdir])
         self.cgroup = cgroups.create(cfg.max_tasks)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solforge.bench.runner.process", "--fd", str(fd),
@@ -306,7 +356,7 @@ class RunnerProcess:
                 self.cgroup.join()
             except OSError:
                 pass
-        set_limits(cfg, self.device)
+        set_limits(cfg, self.device, self.view)
         if self.dropped:
             _drop_to_nobody()
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg.max_processes * 2,) * 2)
@@ -318,6 +368,29 @@ class RunnerProcess:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def assign(self, solution: Path) -> None:
+        """Give this runner the build caches ``solution`` left in earlier runners (before
+        any request about it); they are kept again when the runner is killed."""
+        self.candidate = caches.key(solution)
+        caches.seed(self.candidate, self.cache, 65534 if self.dropped else None)
+
+    def containment(self) -> str:
+        """What this runner's filesystem view is, checked in /proc from outside (call it
+        before the candidate's code runs); '' when it is the read-only view."""
+        if self.view is None:
+            wanted = self.config.fs_view if self.config.fs_view is not None else env.fs_view()
+            why = fsview.available() if wanted else f"turned off ({env.FS_VIEW}=0)"
+            return (f"no read-only filesystem view: {why}; candidate code can write what "
+                    "this user can, and the evaluator's self-check detects changes to its "
+                    "own files")
+        why = fsview.verify(self.pid, self.view)
+        if why:
+            return f"the read-only filesystem view did not hold: {why}"
+        if not (self.strip_caps or self.dropped):
+            return ("read-only filesystem view, but the runner keeps its capabilities and "
+                    f"could remount it writable (GPU runs: {env.HARDEN_GPU}=1 hardens them)")
+        return ""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -362,6 +435,10 @@ class RunnerProcess:
         self.channel.close()
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self.candidate is not None and self.proc.poll() is not None:
+            # every process of it is dead (the tree was killed first): nothing writes now
+            caches.keep(self.candidate, self.cache)
+            self.candidate = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def describe_exit(self) -> str:
@@ -376,9 +453,15 @@ class RunnerProcess:
         return f"exited with code {rc}"
 
 
-def enter_sandbox() -> None:
-    """Runner-side steps after exec: nothing the parent could not do, kept for clarity."""
+def enter_sandbox(device: str = "cpu") -> None:
+    """Runner-side steps after exec, before any candidate code: a private umask, and on
+    hardened runs a non-dumpable runner (exec made it dumpable again), so another
+    candidate's runner of the same uid cannot reach its memory, nor its files through
+    ``/proc/<runner>/root`` and ``cwd``, whatever its filesystem view."""
     os.umask(0o077)
+    libc = _libc()
+    if libc is not None and hardened(device):
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 __all__ = [
@@ -387,6 +470,7 @@ __all__ = [
     "SandboxConfig",
     "become_subreaper",
     "capabilities",
+    "containment_note",
     "descendants",
     "hardened",
     "judge_env",
