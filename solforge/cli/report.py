@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from solforge.cli.console import make_console
+from solforge.orchestrate.locate import Located, LocateError, locate
 
 console = make_console()
 
@@ -25,15 +26,21 @@ _PROFILE_HELP = ("device ceilings for the roofline: a `solforge calibrate --json
                  "datasheet table)")
 
 
-def _located(run: Path):  # noqa: ANN202 (a Located; imported late to keep --help fast)
-    try:
-        from solforge.report import locate
-    except ModuleNotFoundError as e:
-        console.print(f"[red]solforge report needs {e.name}: pip install -e \".[report]\""
-                      "[/red]")
-        raise typer.Exit(2) from None
-    from solforge.report import LocateError
+def need(*modules: str) -> None:
+    """Stop with the install command when the ``report`` extra is missing."""
+    import importlib
 
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except ModuleNotFoundError:
+            console.print(f"[red]this command needs {m}: pip install \"solforge[report]\" "
+                          "(or pip install -e \".[report]\" in a checkout)[/red]")
+            raise typer.Exit(2) from None
+
+
+def located(run: Path) -> Located:
+    """The run/export at ``run``, or exit 2 with what was found instead."""
     try:
         return locate(run)
     except LocateError as e:
@@ -69,7 +76,8 @@ def register(app: typer.Typer) -> None:
         agent and token usage, and a page per problem (kernel beside reference, records,
         numerics, levers, reasoning). It needs no network to be read."""
         _check_profile(profile)
-        with _located(run) as loc:
+        need("plotly")
+        with located(run) as loc:
             from solforge.report import build_view
             from solforge.report.page import render
 
@@ -93,14 +101,15 @@ def register(app: typer.Typer) -> None:
         """Serve the report's views live while a run goes (read-only: GET only, the ledger
         opened read-only), updating as the ledger grows."""
         _check_profile(profile)
-        with _located(run) as loc:
+        need("plotly", "starlette", "uvicorn")
+        with located(run) as loc:
             from solforge.report.dashboard import serve
 
             console.print(f"dashboard of {run} on http://{host}:{port}/ (Ctrl-C stops it)")
             serve(loc, host=host, port=port, profile=profile, poll_ms=int(poll_s * 1000))
 
 
-def _default_out(loc) -> Path:  # noqa: ANN001
+def _default_out(loc: Located) -> Path:
     if loc.run_dir is not None and loc.given.is_dir():
         return loc.run_dir / "report.html"
     if loc.given.is_file() and loc.given.name == "ledger.sqlite":

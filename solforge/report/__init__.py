@@ -5,7 +5,7 @@ Not covered: the CI gate (``solforge.gate``), writing to a run (the report and t
 open the ledger read-only).
 """
 
-from solforge.report.locate import Located, LocateError, locate
+from solforge.orchestrate.locate import Located, LocateError, locate
 from solforge.report.view import ProblemView, RunView, build_view
 
 __all__ = ["LocateError", "Located", "ProblemView", "RunView", "build_view", "locate"]

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from solforge.report.locate import Located
+from solforge.orchestrate.locate import Located
 from solforge.report.page import render
 from solforge.report.view import RunView, build_view
 

@@ -22,7 +22,7 @@ from typing import Any
 from solforge.orchestrate.run import Run
 from solforge.records import EvaluationRecord, speedup_vs_best
 from solforge.records.figures import geomean
-from solforge.report.locate import Located
+from solforge.orchestrate.locate import Located
 from solforge.sol import DeviceProfile, load_profile, summarize
 from solforge.sol.profile import read_profile
 
@@ -195,11 +195,11 @@ def _from_export(export_dir: Path, title: str) -> RunView:
 # -- shared ------------------------------------------------------------------------------
 
 def _reference(name: str, path: str, export_dir: Path | None) -> tuple[str, str]:
-    """The reference's source and where it was read: the recorded path, the export beside
-    the run, or the built-in corpus by name."""
-    candidates = [Path(path)] if path else []
-    if export_dir is not None:
-        candidates.append(export_dir / "problems" / f"{name}.py")
+    """The reference's source and where it was read: the export beside the run (the copy
+    made with the run), the recorded path, or the built-in corpus by name."""
+    candidates = [export_dir / "problems" / f"{name}.py"] if export_dir is not None else []
+    if path:
+        candidates.append(Path(path))
     for c in candidates:
         if c.is_file():
             return c.read_text(), str(c)
