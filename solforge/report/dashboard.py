@@ -100,8 +100,12 @@ def create_app(located: Located, profile: Path | None = None, poll_ms: int = 200
         return Response(plotly_js, media_type="application/javascript",
                         headers={"Cache-Control": "max-age=3600"})
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)  # browsers ask; a 404 would be a console error
+
     return Starlette(routes=[Route("/", index), Route("/api/progress", progress),
-                             Route("/api/view", view), Route("/plotly.js", plotly)])
+                             Route("/api/view", view), Route("/plotly.js", plotly),
+                             Route("/favicon.ico", no_icon)])
 
 
 def serve(located: Located, host: str = "127.0.0.1", port: int = 8765,

@@ -71,27 +71,33 @@ def roofline(view: RunView) -> go.Figure:
                 x=grid, y=[min(x * bw_tb, peak) for x in grid], mode="lines",
                 name=f"{unit} roof {peak:.0f} TFLOP/s", hoverinfo="name",
                 line=dict(width=1.5, color=_UNIT_COLORS.get(unit, "#9ca3af"))))
-    if points:
+    known = [pt for pt in points if pt["sol_score"] is not None]
+    unknown = [pt for pt in points if pt["sol_score"] is None]
+    hover = ("%{customdata[0]} / %{customdata[1]}<br>%{x:.3g} FLOP/B, %{y:.3g} TFLOP/s<br>"
+             "%{customdata[2]:.4g} ms, %{customdata[3]}-bound (%{customdata[4]}), SOL "
+             "%{customdata[5]}<extra></extra>")
+    for group, label in ((known, "kept kernels (per workload)"),
+                         (unknown, "kept kernels, SOL unknown")):
+        if not group:
+            continue
+        marker: dict[str, Any] = dict(size=9, line=dict(width=0.5, color="#111"))
+        if group is known:
+            marker.update(color=[pt["sol_score"] for pt in group], colorscale="Viridis",
+                          cmin=0, cmax=1, showscale=True, colorbar=dict(title="SOL", len=0.6))
+        else:
+            marker.update(color="#9ca3af")
         fig.add_trace(go.Scatter(
-            x=[pt["intensity"] for pt in points], y=[pt["tflops"] for pt in points],
-            mode="markers", name="kept kernels (per workload)",
-            marker=dict(size=9, color=[pt["sol_score"] or 0.0 for pt in points],
-                        colorscale="Viridis", cmin=0, cmax=1, showscale=True,
-                        colorbar=dict(title="SOL", len=0.6),
-                        line=dict(width=0.5, color="#111")),
-            customdata=[[pt["problem"], pt["workload"], pt["time_ms"], pt["bound"],
-                         pt["unit"], pt["sol_score"] if pt["sol_score"] is not None else
-                         float("nan")] for pt in points],
-            hovertemplate=("%{customdata[0]} / %{customdata[1]}<br>%{x:.3g} FLOP/B, "
-                           "%{y:.3g} TFLOP/s<br>%{customdata[2]:.4g} ms, %{customdata[3]}"
-                           "-bound (%{customdata[4]}), SOL %{customdata[5]:.2f}"
-                           "<extra></extra>")))
+            x=[pt["intensity"] for pt in group], y=[pt["tflops"] for pt in group],
+            mode="markers", name=label, marker=marker, hovertemplate=hover,
+            customdata=[[pt["problem"], pt["workload"], pt["time_ms"], pt["bound"] or "?",
+                         pt["unit"], "-" if pt["sol_score"] is None else
+                         f"{pt['sol_score']:.2f}"] for pt in group]))
     note = f"; {skipped} timed workload(s) with no counted FLOPs or bytes left out" \
         if skipped else ""
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP / byte)",
                      range=[math.log10(lo), math.log10(hi)])
     fig.update_yaxes(type="log", title="achieved (TFLOP/s)")
-    return _layout(fig, f"Roofline: {len(points)} workloads against {view.profile_note}{note}",
+    return _layout(fig, f"Roofline: {len(points)} workload(s) of the kept kernels{note}",
                    height=520)
 
 

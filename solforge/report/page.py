@@ -54,6 +54,7 @@ table.diff td.diff_header{color:#94a3b8;width:3em;text-align:right}
 table.diff td.diff_next{display:none} table.diff th.diff_next{display:none}
 .diff_add{background:#dcfce7} .diff_chg{background:#fef9c3} .diff_sub{background:#fee2e2}
 #live-status{font-size:12px;color:#a7f3d0}
+p.caption{font-size:12px;color:#475569;margin:0 0 12px 4px}
 """
 
 # which page the fragment names; plots drawn once their page is shown (a plot drawn in a
@@ -89,7 +90,8 @@ function poll(){
     if(lastProgress!==null&&key!==lastProgress){
       return fetch('/',{cache:'no-store'}).then(function(r){return r.text();}).then(function(t){
         var doc=new DOMParser().parseFromString(t,'text/html');
-        document.getElementById('layout').innerHTML=doc.getElementById('layout').innerHTML;
+        ['layout','run-meta'].forEach(function(id){
+          document.getElementById(id).innerHTML=doc.getElementById(id).innerHTML;});
         document.getElementById('figures').textContent=doc.getElementById('figures').textContent;
         lastProgress=key; showPage();
       });
@@ -133,9 +135,10 @@ def render(view: RunView, live: bool = False, poll_ms: int = 2000) -> str:
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>solforge report: {_e(view.title)}</title>",
         f"<style>{_CSS}</style>", plotly_tag, f"<script>{script}</script></head><body>",
-        f"<header><h1>solforge: {_e(view.title)}</h1><div class=meta>{_e(view.status)} · "
-        f"agent {_e(view.agent or '-')} · device {_e(view.device)} · "
-        f"{view.evaluations} evaluations · generated {generated} {live_span}</div></header>",
+        f"<header><h1>solforge: {_e(view.title)}</h1><div class=meta><span id=run-meta>"
+        f"{_e(view.status)} · agent {_e(view.agent or '-')} · device {_e(view.device)} · "
+        f"{view.evaluations} evaluations · generated {generated}</span> {live_span}</div>"
+        "</header>",
         '<div id="layout">', _nav(view), "<main>", _summary(view),
         *(_problem(p) for p in view.problems), "</main></div>",
         # '</' inside the JSON would end the script element early
@@ -175,6 +178,11 @@ def _summary(view: RunView) -> str:
                "evaluation.</p>")
     for fid in figures.PLOT_IDS:
         out.append(f'<div class="plot" id="{fid}"></div>')
+        if fid == "plot-roofline":
+            out.append(f'<p class="caption" id="roofline-ceilings">Roofs: '
+                       f"{_e(view.profile_note)}. One point per timed workload: counted "
+                       "FLOPs over counted bytes, and counted FLOPs over the measured device "
+                       "kernel time.</p>")
     out.append(_levers_table(s.get("levers") or {}))
     out.append(_problems_table(view))
     out.append("</section>")
