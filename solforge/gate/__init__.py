@@ -7,8 +7,19 @@ Not covered: reading or drawing runs (``solforge.report``), choosing which kerne
 (the run's ledger did).
 """
 
-from solforge.gate.baseline import BaselineError, CiBaseline, read_baseline, write_baseline
-from solforge.gate.check import DEFAULT_ROUNDS, GateReport, Outcome, run_gate, updated_baseline
+from solforge.gate.baseline import (
+           BaselineError,
+           CiBaseline,
+           read_baseline,
+           write_baseline,
+)
+from solforge.gate.check import (
+           DEFAULT_ROUNDS,
+           GateReport,
+           Outcome,
+           run_gate,
+           updated_baseline,
+)
 from solforge.gate.kept import kept_kernels
 from solforge.gate.outputs import markdown, write_outputs
 

@@ -84,11 +84,10 @@ def figures_of(record: EvaluationRecord, source_sha256: str) -> ProblemFigures:
         per_workload[w.name] = WorkloadFigures(time_ms=w.time_ms,
                                                best_baseline_ms=min(known) if known else None,
                                                rounds=rounds)
-    counts = {len(f.rounds) for f in per_workload.values()}
-    rounds: list[float] = []
-    if len(counts) == 1 and (n := counts.pop()) > 0:
-        rounds = [g for i in range(n)
-                  if (g := geomean([f.rounds[i] for f in per_workload.values()])) is not None]
+    # workloads with every round measured (a baseline that failed midway has fewer)
+    n = max((len(f.rounds) for f in per_workload.values()), default=0)
+    full = [f for f in per_workload.values() if len(f.rounds) == n]
+    rounds = [g for i in range(n) if (g := geomean([f.rounds[i] for f in full])) is not None]
     ratio = median(rounds)
     spread = (max(rounds) - min(rounds)) / ratio if len(rounds) > 1 and ratio else None
     return ProblemFigures(source_sha256=source_sha256, language=record.language,

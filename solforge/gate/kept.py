@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from solforge.orchestrate.locate import Located
 from solforge.orchestrate.run import Run
 from solforge.problems.loader import find_builtin, load_problem
-from solforge.problems.spec import Problem, ProblemError
-from solforge.orchestrate.locate import Located
+from solforge.problems.spec import Problem
 
 
 @dataclass
@@ -78,7 +78,7 @@ def _add(out: KeptSet, name: str, source: str, language: str, first: list[Path],
         if path.is_file():
             try:
                 problem = load_problem(path)
-            except (ProblemError, Exception) as e:  # a broken file is reported, not raised
+            except Exception as e:  # noqa: BLE001 (importing the file runs its code: anything)
                 out.missing[name] = f"{path}: the reference does not load ({e})"
                 return
             out.kernels.append(Kept(name, source, language, problem))

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from solforge.orchestrate.locate import Located
 from solforge.orchestrate.run import Run
 from solforge.records import EvaluationRecord, speedup_vs_best
 from solforge.records.figures import geomean
-from solforge.orchestrate.locate import Located
 from solforge.sol import DeviceProfile, load_profile, summarize
 from solforge.sol.profile import read_profile
 
@@ -209,7 +209,7 @@ def _reference(name: str, path: str, export_dir: Path | None) -> tuple[str, str]
     return "", ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin_path(name: str) -> Path | None:
     from solforge.problems.loader import find_builtin
 

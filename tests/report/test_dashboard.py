@@ -12,7 +12,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 from tests.conftest import PROBLEMS
 from tests.report.browser import chromium_page, screenshot
@@ -90,6 +89,13 @@ def test_dashboard_shows_a_cpu_run_progress_live(tmp_path):
             assert page.inner_text("#run-meta").startswith("finished")
             page.wait_for_selector("#plot-speedups .main-svg")
             screenshot(page, "dashboard.png")
+            # the problem's page: its errors per input distribution (a plain KernelBench
+            # file draws from 'normal' only)
+            page.goto(base + "/#p-kb_relu")
+            numerics = page.locator("#p-kb_relu table.numerics")
+            numerics.wait_for(state="visible")
+            assert "normal" in numerics.inner_text()
+            assert "not recorded" not in numerics.inner_text()
         assert errors == [], errors
         # the page itself changed as the run went: several progress lines, new cards
         assert len(seen) >= 2, seen
