@@ -39,6 +39,16 @@ class Located:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def describe(self, path: str | Path) -> str:
+        """``path`` as a reader should see it: a file unpacked from the archive is named
+        ``ARCHIVE:member``, not by its temporary location."""
+        if self._tmp is not None:
+            try:
+                return f"{self.given}:{Path(path).relative_to(self._tmp)}"
+            except ValueError:
+                pass
+        return str(path)
+
     def close(self) -> None:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -50,7 +50,7 @@ table.diff{font-family:ui-monospace,Menlo,monospace;font-size:11px;background:#f
            border:1px solid #e2e8f0;width:100%}
 table.diff td{white-space:pre-wrap;word-break:break-all;vertical-align:top;padding:0 4px}
 table.diff td:nth-child(3),table.diff td:nth-child(6){width:50%}
-table.diff td.diff_header{color:#94a3b8;width:3em;text-align:right}
+table.diff td.diff_header{color:#94a3b8;width:3em;text-align:right;white-space:nowrap}
 table.diff td.diff_next{display:none} table.diff th.diff_next{display:none}
 .diff_add{background:#dcfce7} .diff_chg{background:#fef9c3} .diff_sub{background:#fee2e2}
 #live-status{font-size:12px;color:#a7f3d0}

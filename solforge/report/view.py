@@ -90,6 +90,9 @@ def build_view(located: Located, profile_path: Path | None = None) -> RunView:
         assert located.export_dir is not None
         view = _from_export(located.export_dir, str(located.given))
     view.profile, view.profile_note = _ceilings(view, profile_path)
+    for page in view.problems:
+        if page.reference_from and not page.reference_from.startswith("built-in"):
+            page.reference_from = located.describe(page.reference_from)
     return view
 
 
@@ -188,6 +191,10 @@ def _from_export(export_dir: Path, title: str) -> RunView:
     devices = [r.device for r in records if r.workloads]
     device = devices[0] if devices else "cpu"
     summary = summarize(records, device=device) if records else {}
+    try:  # the gain per lever needs the ledger's levers: the export's summary kept them
+        summary["levers"] = json.loads((export_dir / "summary.json").read_text())["levers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     return RunView(title=title, status="exported", agent="", device=device, summary=summary,
                    problems=pages)
 

@@ -82,3 +82,32 @@ def test_ci_passes_unchanged_and_fails_slower_or_wrong(tmp_path):
     assert "INCORRECT_NUMERICAL" in md
     # the baseline is not touched without --update-baseline
     assert json.loads(base.read_text()) == saved
+
+
+def _record(rounds: list[float], status: str = "PASSED"):
+    from solforge.records import EvaluationRecord
+
+    return EvaluationRecord(problem="p", solution="s", status=status, workloads=[
+        {"name": "w", "time_ms": sorted(rounds)[len(rounds) // 2], "eager_ms": 1.0,
+         "round_ms": rounds, "round_baseline_ms": {"eager": [1.0] * len(rounds)}}])
+
+
+def test_the_threshold_is_the_measured_spread_not_a_fixed_percentage():
+    from solforge.gate.baseline import CiBaseline, figures_of
+    from solforge.gate.check import compare
+    from solforge.gate.kept import Kept
+    from solforge.problems.loader import load_problem
+
+    kept = Kept("p", GOOD, "pytorch", load_problem(PROBLEMS / "kb_relu.py"))
+    tight = figures_of(_record([1.00, 1.01, 0.99]), kept.sha256)
+    loose = figures_of(_record([1.0, 1.3, 0.8]), kept.sha256)
+    assert abs(tight.spread - 0.02) < 1e-9 and abs(loose.spread - 0.5) < 1e-9
+    ten_percent_slower = _record([1.10, 1.11, 1.09])
+    # quiet rounds: 10% is far beyond 2% + 2%
+    out = compare(kept, ten_percent_slower, CiBaseline(problems={"p": tight}))
+    assert not out.passed and abs(out.slowdown - 0.10) < 1e-9 and abs(out.noise - 0.04) < 1e-9
+    # the same 10% against a baseline measured with 50% scatter is within the noise
+    assert compare(kept, ten_percent_slower, CiBaseline(problems={"p": loose})).passed
+    # wrong fails whatever the timing; no baseline entry passes and says so
+    assert not compare(kept, _record([1.0, 1.0], "INCORRECT_NUMERICAL"), None).passed
+    assert "no baseline entry" in compare(kept, ten_percent_slower, CiBaseline()).reason
