@@ -6,7 +6,10 @@ candidate and fresh baselines alternate, round after round, in one evaluation): 
 or faster machine, a warmer GPU, a busier host move both alike and leave the ratio. Per
 round, a workload's ratio is candidate time / the faster baseline's time in that round; a
 problem's is the geometric mean over its timed workloads. The problem's figure is the
-median over rounds, and its noise the rounds' spread, (max - min) / median.
+median over rounds, and its noise the rounds' spread, (max - min) / median, or the spread
+of the candidate's calls within the rounds ((p75 - p25) / median, the record's
+``time_spread``, averaged over workloads) where that is larger: a few rounds of a noisy
+host can land close together by chance, its calls cannot.
 
 Not covered: comparing absolute times across machines (a baseline is a property of one
 runner: keep one file per runner kind), and workloads timed in a single round (no spread
@@ -49,8 +52,11 @@ class ProblemFigures(BaseModel):
                                 "over timed workloads of their ratios")
     ratio: float | None = Field(None, description="median of rounds: time relative to the "
                                 "best baseline (lower is faster)")
-    spread: float | None = Field(None, description="(max - min) / median of rounds: the "
-                                 "measurement's own noise")
+    spread: float | None = Field(None, description="the measurement's own noise: the larger "
+                                 "of round_spread and call_spread")
+    round_spread: float | None = Field(None, description="(max - min) / median of rounds")
+    call_spread: float | None = Field(None, description="the mean over timed workloads of "
+                                      "the candidate's (p75 - p25) / median of its calls")
     workloads: dict[str, WorkloadFigures] = Field(default_factory=dict)
 
 
@@ -89,9 +95,13 @@ def figures_of(record: EvaluationRecord, source_sha256: str) -> ProblemFigures:
     full = [f for f in per_workload.values() if len(f.rounds) == n]
     rounds = [g for i in range(n) if (g := geomean([f.rounds[i] for f in full])) is not None]
     ratio = median(rounds)
-    spread = (max(rounds) - min(rounds)) / ratio if len(rounds) > 1 and ratio else None
+    round_spread = (max(rounds) - min(rounds)) / ratio if len(rounds) > 1 and ratio else None
+    calls = [w.time_spread for w in record.workloads if w.time_ms and w.time_spread is not None]
+    call_spread = sum(calls) / len(calls) if calls else None
+    spread = None if round_spread is None else max(round_spread, call_spread or 0.0)
     return ProblemFigures(source_sha256=source_sha256, language=record.language,
-                          rounds=rounds, ratio=ratio, spread=spread, workloads=per_workload)
+                          rounds=rounds, ratio=ratio, spread=spread, round_spread=round_spread,
+                          call_spread=call_spread, workloads=per_workload)
 
 
 def read_baseline(path: Path) -> CiBaseline:

@@ -6,7 +6,8 @@ A kernel fails the gate when
 - its verdict is not PASSED (wrong, crashing, flagged under the policy), or
 - it is slower than its baseline beyond the measured noise: ``ratio / baseline ratio - 1``
   (time relative to the best baseline, ``baseline.py``) above the sum of the two
-  measurements' round spreads. Each median lies within its rounds' range; a change larger
+  measurements' spreads (each the interleaved rounds' range over their median, or its
+  calls' spread where larger). Each median lies within its rounds' range; a change larger
   than both ranges together is not the rounds' scatter. The threshold is what was measured
   on this runner today and on the day of the baseline, never a fixed percentage.
 
@@ -103,7 +104,7 @@ def compare(k: Kept, record: EvaluationRecord, baseline: CiBaseline | None) -> O
     if out.slowdown > out.noise:
         out.passed = False
         out.reason = (f"slower: {out.slowdown:+.1%} relative to the best baseline, beyond the "
-                      f"measured noise {out.noise:.1%} (rounds' spread now {now.spread:.1%} "
+                      f"measured noise {out.noise:.1%} (spread now {now.spread:.1%} "
                       f"+ baseline {base.spread:.1%}){changed}")
     else:
         out.reason = (f"correct; {out.slowdown:+.1%} against the baseline, within the "

@@ -59,7 +59,8 @@ def markdown(report: GateReport) -> str:
             "seeds, all workloads. *ratio*: kernel time / the faster of eager and "
             "torch.compile in the same round (median over rounds; lower is faster); a "
             "kernel fails when it is wrong or its ratio grew by more than the noise (the "
-            "rounds' spread now plus the baseline's).\n\n"
+            "spread now plus the baseline's: the interleaved rounds' range, or the calls' "
+            "spread where larger).\n\n"
             "| gate | kernel | verdict | ratio now | ratio baseline | change | noise | "
             "why |\n|---|---|---|---|---|---|---|---|\n")
     lines = [_row(o) for o in sorted(report.outcomes, key=lambda o: (o.passed, o.name))]

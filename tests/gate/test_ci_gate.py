@@ -84,12 +84,13 @@ def test_ci_passes_unchanged_and_fails_slower_or_wrong(tmp_path):
     assert json.loads(base.read_text()) == saved
 
 
-def _record(rounds: list[float], status: str = "PASSED"):
+def _record(rounds: list[float], status: str = "PASSED", calls: float | None = None):
     from solforge.records import EvaluationRecord
 
     return EvaluationRecord(problem="p", solution="s", status=status, workloads=[
         {"name": "w", "time_ms": sorted(rounds)[len(rounds) // 2], "eager_ms": 1.0,
-         "round_ms": rounds, "round_baseline_ms": {"eager": [1.0] * len(rounds)}}])
+         "round_ms": rounds, "round_baseline_ms": {"eager": [1.0] * len(rounds)},
+         "time_spread": calls}])
 
 
 def test_the_threshold_is_the_measured_spread_not_a_fixed_percentage():
@@ -112,3 +113,7 @@ def test_the_threshold_is_the_measured_spread_not_a_fixed_percentage():
     # wrong fails whatever the timing; no baseline entry passes and says so
     assert not compare(kept, _record([1.0, 1.0], "INCORRECT_NUMERICAL"), None).passed
     assert "no baseline entry" in compare(kept, ten_percent_slower, CiBaseline()).reason
+    # rounds that landed close together by chance: the calls' own spread is the floor
+    lucky = figures_of(_record([1.00, 1.01, 0.99], calls=0.3), kept.sha256)
+    assert lucky.round_spread == tight.spread and lucky.spread == 0.3
+    assert compare(kept, ten_percent_slower, CiBaseline(problems={"p": lucky})).passed
