@@ -80,7 +80,8 @@ def compare(k: Kept, record: EvaluationRecord, baseline: CiBaseline | None) -> O
     """The gate's verdict on one measured kernel (see the module docstring)."""
     if not record.passed:
         bad = [w for w in record.workloads if w.status is not None and w.status.value != "PASSED"]
-        where = f" (workload {bad[0].name})" if bad else ""
+        where = f" (workload {bad[0].name})" if bad and bad[0].name not in record.message \
+            else ""
         return Outcome(k.name, False, f"{record.status.value}{where}: "
                        f"{record.message[:400] or 'no message'}", record,
                        seconds=record.duration_s or 0.0)
