@@ -3,7 +3,8 @@
 # (benchmarks/results/2026-12-02-h200-s10/optimize_run-call6.tgz) for a few problems, gated
 # three times: a baseline measured (--update-baseline), the unchanged export against it
 # (must pass: what the rounds' spread is on a GPU), and an export where one kernel calls its
-# forward twice (slower) and another adds 0.01 to its output (wrong): must fail on both.
+# forward twice (slower) and another returns twice its answer plus one (wrong): must fail
+# on both.
 # Usage (on the GPU machine, from the repository root):
 #   OUT=/tmp/out bash benchmarks/gpu/ci_gate.sh
 # PROBLEMS (space-separated) picks the problems; DEADLINE (s, default 540) bounds the call.
@@ -53,9 +54,9 @@ cat >> "$WORK/changed/solutions/$wrong.py" <<'PY'
 _Kept = ModelNew
 
 
-class ModelNew(_Kept):  # off by 0.01 everywhere: wrong
+class ModelNew(_Kept):  # twice the answer plus one: wrong under any tolerance
     def forward(self, *args, **kwargs):
-        return super().forward(*args, **kwargs) + 0.01
+        return super().forward(*args, **kwargs) * 2 + 1
 PY
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
 : > "$OUT/rc.txt"
