@@ -85,8 +85,9 @@ def register(app: typer.Typer) -> None:
             target = out or _default_out(loc)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(render(view), encoding="utf-8")
+        # soft_wrap: a path is not broken across lines
         console.print(f"wrote {target}: {len(view.problems)} problem(s), "
-                      f"{view.evaluations} evaluation(s); {view.profile_note}")
+                      f"{view.evaluations} evaluation(s); {view.profile_note}", soft_wrap=True)
 
     @app.command("dashboard")
     def dashboard(run: Path = typer.Argument(..., help=_RUN_HELP),

@@ -22,7 +22,7 @@ def test_report_of_a_recorded_h200_run_renders_every_plot(tmp_path):
                         "--profile", str(RESULTS / "calibration-call6.json")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "53 problem(s)" in r.stdout
+    assert "53 problem(s), 292 evaluation(s)" in " ".join(r.stdout.split())
     text = out.read_text()
     # self-contained: no script or stylesheet is fetched from anywhere
     assert "<script src=" not in text and "<link" not in text
