@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from solforge.cli.console import make_console
 from solforge.cli.report import located
@@ -64,7 +65,7 @@ def register(app: typer.Typer) -> None:
             try:
                 old = read_baseline(baseline)
             except BaselineError as e:
-                console.print(f"[red]{e}[/red]")
+                console.print(f"[red]{escape(str(e))}[/red]", soft_wrap=True)
                 raise typer.Exit(2) from None
         kinds = [b.strip() for b in baselines.split(",") if b.strip()]
         unknown = [b for b in kinds if b not in ("eager", "compile")]
@@ -82,7 +83,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             report = run_gate(kept, opts, old)
         write_outputs(report, junit, summary)
-        console.print(markdown(report), markup=False, highlight=False)
+        console.print(markdown(report), markup=False, highlight=False, soft_wrap=True)
         console.print(f"wrote {junit} and {summary}")
         if update_baseline:
             write_baseline(baseline, updated_baseline(report, old))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 
 from solforge.cli.console import make_console
 from solforge.orchestrate.locate import Located, LocateError, locate
@@ -44,7 +45,7 @@ def located(run: Path) -> Located:
     try:
         return locate(run)
     except LocateError as e:
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{escape(str(e))}[/red]")
         raise typer.Exit(2) from None
 
 
@@ -56,7 +57,7 @@ def _check_profile(profile: Path | None) -> None:
     try:
         read_profile(profile)
     except FileNotFoundError:
-        console.print(f"[red]--profile {profile}: no such file[/red]")
+        console.print(f"[red]--profile {escape(str(profile))}: no such file[/red]")
         raise typer.Exit(2) from None
     except (ValidationError, ValueError) as e:
         console.print(f"[red]--profile {profile}: not a solforge.device/1 profile "
