@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "solforge"
 PACKAGE_LAYERS = [
     ["cli"],
     ["rl"],
-    ["search", "agents"],
+    ["search", "agents", "report", "gate"],
     ["orchestrate"],
     ["bench"],
     ["sol", "kernels"],

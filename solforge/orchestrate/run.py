@@ -46,9 +46,9 @@ def default_run_dir(root: Path | None = None) -> Path:
 
 
 class Run:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, readonly: bool = False) -> None:
         self.dir = Path(directory)
-        self.ledger = Ledger(self.dir / "ledger.sqlite")
+        self.ledger = Ledger(self.dir / "ledger.sqlite", readonly=readonly)
 
     @classmethod
     def create(cls, directory: Path | None, spec: RunSpec) -> Run:
@@ -64,11 +64,12 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, directory: Path) -> Run:
+    def open(cls, directory: Path, readonly: bool = False) -> Run:
+        """An existing run; ``readonly``: its ledger opened so that nothing can be written."""
         d = Path(directory)
         if not (d / "ledger.sqlite").exists():
             raise FileNotFoundError(f"{d}: not a solforge run (no ledger.sqlite)")
-        return cls(d)
+        return cls(d, readonly=readonly)
 
     @property
     def spec(self) -> RunSpec:

@@ -65,6 +65,9 @@ class WorkloadResult(BaseModel):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     mismatch_ratio: float | None = None
+    error_by_distribution: dict[str, list[float]] = Field(
+        default_factory=dict, description="per input distribution of the trials: "
+        "[max abs error, max rel error] over the trials drawn from it")
     golden_max_abs_error: float | None = Field(
         None, description="candidate against a float64 run of the reference, where affordable")
     reference_golden_max_abs_error: float | None = Field(
@@ -75,6 +78,12 @@ class WorkloadResult(BaseModel):
     time_spread: float | None = Field(
         None, description="(p75 - p25) / median of the kernel times: the run's own noise")
     timed_calls: int = 0
+    round_ms: list[float] = Field(
+        default_factory=list, description="interleaved rounds (rounds > 1): the candidate's "
+        "median kernel time of each round, in order")
+    round_baseline_ms: dict[str, list[float]] = Field(
+        default_factory=dict, description="interleaved rounds: per baseline (eager, "
+        "compile) its median kernel time of each round, beside round_ms")
     idle_cpu_s: float | None = Field(
         None, description="CPU seconds the candidate's processes used while the runner had "
         "no request during this workload's timing (the background_work check)")

@@ -299,8 +299,11 @@ class Interleaved:
                 self.errors[kind] = f"{type(e).__name__}: {str(e)[:300]}"
                 del self.fns[kind]
                 continue
-            acc = self.lists.setdefault(kind, {"kernel": [], "latency": [], "host": []})
+            acc = self.lists.setdefault(kind, {"kernel": [], "latency": [], "host": [],
+                                               "rounds": []})
             acc["kernel"] += t.kernel_ms
+            if t.kernel_ms:
+                acc["rounds"].append(median(t.kernel_ms))
             acc["latency"] += t.latency_ms
             acc["host"].append(host)
 
@@ -310,6 +313,8 @@ class Interleaved:
             out[kind] = {"kernel_ms": median(acc["kernel"]),
                          "latency_ms": median(acc["latency"]),
                          "host_ms": median(acc["host"])}
+            if len(acc["rounds"]) > 1:
+                res.round_baseline_ms[kind] = list(acc["rounds"])
             if kind == "eager":
                 res.eager_ms = out[kind]["kernel_ms"]
             else:

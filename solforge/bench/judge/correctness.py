@@ -109,6 +109,9 @@ def correctness_trials(ctx: WorkloadContext) -> Status | None:
         res.max_abs_error = max(res.max_abs_error or 0.0, cmp.max_abs_error)
         res.max_rel_error = max(res.max_rel_error or 0.0, cmp.max_rel_error)
         res.mismatch_ratio = max(res.mismatch_ratio or 0.0, cmp.mismatch_ratio)
+        seen = res.error_by_distribution.get(dist, [0.0, 0.0])
+        res.error_by_distribution[dist] = [max(seen[0], cmp.max_abs_error),
+                                           max(seen[1], cmp.max_rel_error)]
         if t == 0:
             res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
                 ref, x, s, ref_out, out)
