@@ -87,7 +87,24 @@ def _kept(problem: str, problem_path: Path, solution_path: Path, record: dict[st
                 precision_levers=[x for x in levers if x in PRECISION_LEVERS])
 
 
-PRECISION_LEVERS = ("precision", "tf32", "bf16", "fp8", "lowp")
+# levers that lower precision (the search's names, and what an LLM worker may report)
+PRECISION_LEVERS = ("tf32", "lowp_tensor_cores", "bf16", "fp16", "fp8", "precision")
+# what in a solution's source lowers precision whatever its levers say
+_LOWP_SOURCE = {"allow_tf32": "tf32", "set_float32_matmul_precision": "tf32",
+                "float8_e4m3": "fp8", "float8_e5m2": "fp8", "_scaled_mm": "fp8",
+                "allow_bf16_reduced_precision_reduction": "bf16 accumulate",
+                "allow_fp16_reduced_precision_reduction": "fp16 accumulate"}
+
+
+def lowered_precision(kept: Kept) -> list[str]:
+    """How the kept solution lowers precision, by its levers and its source."""
+    found = list(kept.precision_levers)
+    try:
+        src = kept.solution_path.read_text()
+    except OSError:
+        src = ""
+    found += [name for word, name in _LOWP_SOURCE.items() if word in src]
+    return sorted(set(found))
 
 
 def kept_solutions(source: str | Path) -> list[Kept]:
@@ -155,7 +172,8 @@ class _Dispatch:
                 values = dict(zip(self.names, args)) | kwargs
                 return self.new(*(values[n] for n in self.tensor_names))
             self.stats.fallback += 1
-            self.stats.fallback_signatures[repr(key)] += 1
+            self.stats.fallback_signatures[_describe(self.tensor_names, args, kwargs,
+                                                     self.names)] += 1
         return self.original(*args, **kwargs)
 
     def _key(self, args: tuple, kwargs: dict) -> tuple | None:
@@ -171,6 +189,18 @@ class _Dispatch:
                                                    or _eq(v, self.defaults.get(n))):
                 return None
         return tuple(out)
+
+
+def _describe(tensor_names: list[str], args: tuple, kwargs: dict, names: list[str]) -> str:
+    values = dict(zip(names, args)) | kwargs
+    parts = []
+    for n, v in values.items():
+        if isinstance(v, torch.Tensor):
+            parts.append(f"{n}: {list(v.shape)} {str(v.dtype).removeprefix('torch.')} "
+                         f"{v.device.type}")
+        elif n not in tensor_names:
+            parts.append(f"{n}={type(v).__name__}")
+    return ", ".join(parts)
 
 
 def _eq(a: Any, b: Any) -> bool:
