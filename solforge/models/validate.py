@@ -245,6 +245,26 @@ def _speedup(record: dict[str, Any]) -> float | None:
     return speedup_vs_best(record)
 
 
+def read_tokens(path: Any, vocab: int | None) -> torch.Tensor:
+    """Token ids from a text file: whitespace-separated integers, or else its UTF-8 bytes
+    (for a model with a byte vocabulary, ``vocab`` >= 256)."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    words = text.split()
+    if words and all(w.isdigit() for w in words):
+        ids = torch.tensor([int(w) for w in words])
+    else:
+        if vocab is not None and vocab < 256:
+            raise ValueError(f"{path}: text read as UTF-8 bytes needs a vocabulary of 256 "
+                             f"or more; this model's is {vocab}: give token ids instead")
+        ids = torch.tensor(list(text.encode()), dtype=torch.long)
+    if vocab is not None and int(ids.max()) >= vocab:
+        raise ValueError(f"{path}: token id {int(ids.max())} is outside the model's "
+                         f"vocabulary of {vocab}")
+    return ids
+
+
 def check(report: dict[str, Any], max_kl: float | None = None, min_top1: float | None = None,
           max_ppl_ratio: float | None = None) -> list[str]:
     """The thresholds a report breaks, each as a sentence (empty: it passes)."""
