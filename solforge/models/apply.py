@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class Kept:
     extracted: dict[str, Any]
     signatures: set[tuple] = field(default_factory=set)
     device_type: str = "cpu"
+    precision: str = "fp32"            # the problem's precision class
     precision_levers: list[str] = field(default_factory=list)
 
 
@@ -84,6 +86,7 @@ def _kept(problem: str, problem_path: Path, solution_path: Path, record: dict[st
     device = "cpu" if name.startswith("cpu") else "cuda"
     return Kept(problem=problem, problem_path=problem_path, solution_path=solution_path,
                 record=record, extracted=extracted, signatures=sigs, device_type=device,
+                precision=str(module.SOLFORGE.get("precision", "fp32")),
                 precision_levers=[x for x in levers if x in PRECISION_LEVERS])
 
 
@@ -95,6 +98,8 @@ _LOWP_SOURCE = {"allow_tf32": "tf32", "set_float32_matmul_precision": "tf32",
                 "allow_bf16_reduced_precision_reduction": "bf16 accumulate",
                 "allow_fp16_reduced_precision_reduction": "fp16 accumulate"}
 
+_HALF_WORDS = {r"\bbfloat16\b": "bf16", r"\bfloat16\b": "fp16", r"\.half\(\)": "fp16"}
+
 
 def lowered_precision(kept: Kept) -> list[str]:
     """How the kept solution lowers precision, by its levers and its source."""
@@ -104,6 +109,8 @@ def lowered_precision(kept: Kept) -> list[str]:
     except OSError:
         src = ""
     found += [name for word, name in _LOWP_SOURCE.items() if word in src]
+    if kept.precision == "fp32":  # an fp32 problem's solution that casts to 16 bits
+        found += [name for word, name in _HALF_WORDS.items() if re.search(word, src)]
     return sorted(set(found))
 
 
