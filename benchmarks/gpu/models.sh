@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Issue 23 on the H200, one call (<= 8 minutes): a Llama-style and a Mixtral-style model built
+# from config (random weights, bf16) are extracted (prefill and decode), their problems
+# optimised by the search agent (the planner spends the wall budget by share of model
+# time), the kept solutions patched into the live model and validated: drift, greedy-token
+# agreement, end-to-end latency with and without the patch (interleaved), and the share of
+# the model's time the patched problems cover. Results under $OUT/models/.
+# Usage (on the GPU machine, from the repository root, .whl/ carried):
+#   bash benchmarks/gpu/models.sh
+# Knobs: MODELS ("llama mixtral"), LAYERS (2), SEQ (512), BATCH (1), OPT_WALL (seconds of
+# `optimize` per model, 130), DEADLINE (seconds after start, 470), DEVICE (cuda; cpu with
+# tiny SIZES_* for a dry run), GEN_STEPS (16).
+# Needs in .whl/: the pydantic wheels (as session.sh) and transformers 5.25.0 with every
+# dependency the image lacks (benchmarks/gpu/PLAN.md, "Preparing the carried folders";
+# `pip download $P -d .whl transformers==5.25.0` fetches the whole closure).
+set -u
+export PYTHONUNBUFFERED=1 SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
+export OUT=${OUT:-/tmp/out}
+R=$OUT/models; mkdir -p "$R" "$SOLFORGE_CACHE"
+T0=$(date +%s)
+left() { local l=$(( ${DEADLINE:-470} - ($(date +%s) - T0) )); echo $(( l > 1 ? l : 1 )); }
+step() { echo "=== $1 ($(( $(date +%s) - T0 ))s)"; }
+if ! python3 -c "import pydantic" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    .whl/pydantic-2*.whl .whl/pydantic_core-*.whl .whl/annotated_types-0.7.0*.whl \
+    .whl/typing_inspection-0.4.2*.whl || exit 3
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+if ! python3 -c "import transformers" 2>/dev/null; then
+  step "install transformers from .whl/"
+  # only what the image lacks comes from .whl/ (pip resolves against the installed torch,
+  # numpy, ...); a read-only environment gets a target folder instead
+  python3 -m pip install -q --no-index --find-links .whl --no-compile transformers==5.25.0 \
+    || python3 -m pip install -q --no-index --find-links .whl --no-compile --target /tmp/site \
+         transformers==5.25.0 || { echo "transformers wheels missing from .whl/"; exit 3; }
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
+SF="python3 -m solforge.cli.main"
+DEVICE=${DEVICE:-cuda}
+LAYERS=${LAYERS:-2}; SEQ=${SEQ:-512}; BATCH=${BATCH:-1}
+# Llama 3 8B and Mixtral 8x7B widths, LAYERS layers
+SIZES_llama=${SIZES_llama:-"--set hidden_size=4096 --set intermediate_size=14336 --set num_attention_heads=32 --set num_key_value_heads=8 --set vocab_size=128256 --set max_position_embeddings=8192"}
+SIZES_mixtral=${SIZES_mixtral:-"--set hidden_size=4096 --set intermediate_size=14336 --set num_attention_heads=32 --set num_key_value_heads=8 --set vocab_size=32000 --set num_local_experts=8 --set num_experts_per_tok=2"}
+SIZES_qwen2=${SIZES_qwen2:-"--set hidden_size=3584 --set intermediate_size=18944 --set num_attention_heads=28 --set num_key_value_heads=4 --set vocab_size=152064"}
+{ nvidia-smi --query-gpu=name,driver_version --format=csv 2>/dev/null
+  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"; } > "$R/env.txt" 2>&1
+cat "$R/env.txt"
+for M in ${MODELS:-llama mixtral}; do
+  S=SIZES_$M; SIZES=${!S}
+  COMMON="$SIZES --layers $LAYERS --dtype bfloat16 --device $DEVICE"
+  step "extract $M"
+  timeout -k 5 $(left) $SF extract $M --out "$R/$M/problems" --name $M $COMMON --prefill --decode \
+    --batch $BATCH --seq $SEQ 2>&1 | tail -25
+  [ -f "$R/$M/problems/extract.json" ] || { echo "=== extract $M failed"; continue; }
+  WALL=${OPT_WALL:-130}; [ "$(left)" -lt $(( WALL + 90 )) ] && WALL=$(( $(left) - 90 ))
+  if [ "$WALL" -gt 20 ]; then
+    step "optimize $M (${WALL}s of wall budget)"
+    timeout -k 10 $(( WALL + 60 )) $SF optimize "$R/$M/problems" --device $DEVICE --run-dir "$R/$M/run" \
+      --budget-wall-s $WALL --max-units 1 --max-candidates 6 --search-seconds 60 \
+      --compile-seconds 60 --explore-max-calls 20 --budget-ms 200 ${OPT_ARGS:-} > "$R/$M/optimize.log" 2>&1
+    echo "rc=$?"; tail -6 "$R/$M/optimize.log"
+    $SF runs show "$R/$M/run" --json > "$R/$M/run.json" 2>/dev/null
+    $SF export "$R/$M/run" --out "$R/$M/export" > /dev/null 2>&1
+  fi
+  [ -d "$R/$M/run" ] || continue
+  step "validate $M"
+  timeout -k 5 $(left) $SF validate $M "$R/$M/run" $COMMON --prefill --decode --batch $BATCH --seq $SEQ \
+    --gen-steps ${GEN_STEPS:-16} --rounds 5 --json "$R/$M/validate.json" 2>&1 | tail -40
+done
+step "summary"
+python3 - "$R" <<'PY' | tee "$R/summary.json"
+import json, sys
+from pathlib import Path
+root, out = Path(sys.argv[1]), {}
+for d in sorted(p for p in root.iterdir() if p.is_dir()):
+    m = {}
+    ex = d / "problems" / "extract.json"
+    if ex.is_file():
+        e = json.loads(ex.read_text())
+        m["steps_ms"] = {k: v["ms"] for k, v in e["steps"].items()}
+        m["covered_share_extracted"] = e["covered_share"]
+        m["problems"] = {p["name"]: p["share"] for p in e["problems"]}
+    run = d / "run.json"
+    if run.is_file():
+        r = json.loads(run.read_text())
+        m["optimized"] = {p["name"]: (p["best"] or {}).get("speedup_vs_eager")
+                          for p in r["problems"] if p["attempts"]}
+    v = d / "validate.json"
+    if v.is_file():
+        r = json.loads(v.read_text())
+        m["latency"] = r["latency"]
+        m["drift"] = r["drift"]
+        m["generation"] = r.get("generation")
+        m["share_patched"] = r.get("share_patched")
+        m["per_module"] = {k: {"lowered_precision": x["lowered_precision"],
+                               "kl_mean": {s: y.get("kl_mean") for s, y in x["drift"].items()}}
+                           for k, x in r["per_module"].items()}
+        m["calls"] = {k: (c["patched"], c["fallback"]) for k, c in r["calls"].items()}
+    out[d.name] = m
+print(json.dumps(out, indent=1))
+PY
+step done
