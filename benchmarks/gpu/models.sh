@@ -8,7 +8,7 @@
 # Usage (on the GPU machine, from the repository root, .whl/ carried):
 #   bash benchmarks/gpu/models.sh
 # Knobs: MODELS ("llama mixtral"), LAYERS (2), SEQ (512), BATCH (1), OPT_WALL (seconds of
-# `optimize` per model, 130), DEADLINE (seconds after start, 470), DEVICE (cuda; cpu with
+# `optimize` per model, 120), DEADLINE (seconds after start, 470), DEVICE (cuda; cpu with
 # tiny SIZES_* for a dry run), GEN_STEPS (16).
 # Needs in .whl/: the pydantic wheels (as session.sh) and transformers 5.25.0 with every
 # dependency the image lacks (benchmarks/gpu/PLAN.md, "Preparing the carried folders";
@@ -53,10 +53,10 @@ for M in ${MODELS:-llama mixtral}; do
   timeout -k 5 $(left) $SF extract $M --out "$R/$M/problems" --name $M $COMMON --prefill --decode \
     --batch $BATCH --seq $SEQ 2>&1 | tail -25
   [ -f "$R/$M/problems/extract.json" ] || { echo "=== extract $M failed"; continue; }
-  WALL=${OPT_WALL:-130}; [ "$(left)" -lt $(( WALL + 90 )) ] && WALL=$(( $(left) - 90 ))
+  WALL=${OPT_WALL:-120}; [ "$(left)" -lt $(( WALL + 130 )) ] && WALL=$(( $(left) - 130 ))
   if [ "$WALL" -gt 20 ]; then
     step "optimize $M (${WALL}s of wall budget)"
-    timeout -k 10 $(( WALL + 60 )) $SF optimize "$R/$M/problems" --device $DEVICE --run-dir "$R/$M/run" \
+    timeout -k 10 $(( WALL + 100 )) $SF optimize "$R/$M/problems" --device $DEVICE --run-dir "$R/$M/run" \
       --budget-wall-s $WALL --max-units 1 --max-candidates 6 --search-seconds 60 \
       --compile-seconds 60 --explore-max-calls 20 --budget-ms 200 ${OPT_ARGS:-} > "$R/$M/optimize.log" 2>&1
     echo "rc=$?"; tail -6 "$R/$M/optimize.log"

@@ -182,10 +182,15 @@ def register(app: typer.Typer) -> None:
         from solforge.models.validate import check, read_tokens, validate
 
         built = _build(model, sets, layers, dtype, device, batch, seq)
+        from solforge.models.apply import kept_solutions
+
         try:
-            patch = solforge.apply(built.model, source)
+            kept = kept_solutions(source)
         except ApplyError as e:
             _fail(str(e))
+        if not kept:
+            _fail(f"{source} holds no passed solution of a problem `solforge extract` wrote")
+        patch = solforge.apply(built.model, kept)
         if not patch.modules:
             _fail(f"no module of {model} was patched from {source} ("
                   f"{len(patch.refused)} refused: {list(patch.refused.items())[:3]}); build "

@@ -8,9 +8,9 @@ floats, the range of integers, so a problem's inputs look like the real ones) an
 its output is a tensor or a tuple of tensors. A call with any other argument (a cache, a
 tuple of tensors, a flag away from its default) is recorded as not capturable, with why.
 
-:func:`profile_modules` times one step with every module timed: CUDA events around each
-call on a GPU (device time, read after one synchronisation, so the timing adds no sync), the
-host clock on a CPU. Times of nested modules overlap (an MLP's include its Linear layers).
+:func:`profile_modules` times a step (the median of three) with every module timed: CUDA
+events around each call on a GPU (device time, read after one synchronisation, so the
+timing adds no sync), the host clock on a CPU. Times of nested modules overlap (an MLP's include its Linear layers).
 
 Not covered: backward passes, modules called with tensors inside containers, and time spent
 between modules (attention kernels inside an attention module that is not capturable show
@@ -20,6 +20,7 @@ in the model's total, not in any problem's share).
 from __future__ import annotations
 
 import inspect
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -190,17 +191,17 @@ def capture_calls(root: nn.Module, prepare: Callable[[], Any],
 
 
 def profile_modules(root: nn.Module, prepare: Callable[[], Any], run: Callable[[Any], Any],
-                    paths: list[str], warmup: int = 1) -> tuple[float, dict[str, list[float]]]:
-    """(the step's time in ms, each path's call times in ms) for one timed ``run(prepare())``
-    after ``warmup`` untimed ones; every module of ``paths`` timed at once, ``prepare``
-    never timed."""
+                    paths: list[str], warmup: int = 1, repeats: int = 3
+                    ) -> tuple[float, dict[str, list[float]]]:
+    """(the step's time in ms, each path's call times in ms): medians over ``repeats``
+    timed ``run(prepare())`` after ``warmup`` untimed ones, every module of ``paths`` timed
+    at once, ``prepare`` never timed."""
     modules = dict(root.named_modules())
     cuda = any(p.is_cuda for p in root.parameters())
     with torch.no_grad():
         for _ in range(warmup):
             run(prepare())
-        inputs = prepare()
-    marks: dict[str, list[list[Any]]] = {p: [] for p in paths}
+    marks: dict[str, list[list[Any]]] = {}
     handles = []
 
     def now() -> Any:
@@ -210,25 +211,33 @@ def profile_modules(root: nn.Module, prepare: Callable[[], Any], run: Callable[[
             return e
         return time.perf_counter()
 
+    def ms(a: Any, b: Any) -> float:
+        return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
+
     for path in paths:
         m = modules[path]
         handles.append(m.register_forward_pre_hook(
             lambda _m, _a, path=path: marks[path].append([now(), None])))
         handles.append(m.register_forward_hook(
             lambda _m, _a, _o, path=path: marks[path][-1].__setitem__(1, now())))
+    totals: list[float] = []
+    calls: dict[str, list[list[float]]] = {p: [] for p in paths}
     try:
-        with torch.no_grad():
-            start = now()
-            run(inputs)
-            end = now()
-        if cuda:
-            torch.cuda.synchronize()
+        for _ in range(repeats):
+            inputs = prepare()
+            marks.update({p: [] for p in paths})
+            with torch.no_grad():
+                start = now()
+                run(inputs)
+                end = now()
+            if cuda:
+                torch.cuda.synchronize()
+            totals.append(ms(start, end))
+            for p, v in marks.items():
+                calls[p].append([ms(a, b) for a, b in v if b is not None])
     finally:
         for h in handles:
             h.remove()
-
-    def ms(a: Any, b: Any) -> float:
-        return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
-
-    return ms(start, end), {p: [ms(a, b) for a, b in v if b is not None]
-                            for p, v in marks.items()}
+    # the same step calls each module the same number of times: median per call
+    return statistics.median(totals), {
+        p: [statistics.median(x) for x in zip(*runs)] for p, runs in calls.items()}

@@ -8,8 +8,9 @@ parameter's name (``in_features``, ``eps``), ``bias`` as whether the module has 
 model's config (or one of its sub-configs) for a ``config`` parameter, the layer number of
 the module's path for ``layer_idx``, the weight's last dimension for ``hidden_size``-like
 names, an ``*eps*`` attribute for ``eps``. A recipe counts only when the module it builds
-has the live module's ``repr``, parameter and buffer names and shapes and (small buffers)
-values; otherwise the module is skipped and the reason recorded.
+has the live module's ``repr``, parameter and buffer names and shapes and (small buffers of
+modules under ten million parameters, built on the CPU; larger ones are built on the meta
+device) values; otherwise the module is skipped and the reason recorded.
 
 Parameters get fresh values of the live tensors' mean and standard deviation (a norm's
 weight of ones stays ones): random-weight models have nothing more to keep, and weights a
@@ -36,6 +37,7 @@ _SIZE_NAMES = {"hidden_size", "dim", "embed_dim", "num_features", "d_model", "no
                "hidden_dim", "n_embd", "features"}
 _SKIP_PARAMS = {"device", "dtype"}
 _BUFFER_CHECK_NUMEL = 1 << 16
+_META_NUMEL = 10_000_000
 CONFIG = "__config__"  # the init argument that stands for the model's config
 
 
@@ -100,7 +102,16 @@ def _arg_candidates(name: str, p: inspect.Parameter, module: nn.Module, path: st
     return []
 
 
-def _matches(built: nn.Module, live: nn.Module) -> bool:
+def _float_dtype(module: nn.Module) -> torch.dtype:
+    """The dtype the module was cast to: its first floating parameter's or buffer's (a
+    rotary embedding has only buffers)."""
+    for t in (*module.parameters(), *module.buffers()):
+        if t.is_floating_point():
+            return t.dtype
+    return torch.float32
+
+
+def _matches(built: nn.Module, live: nn.Module, values: bool = True) -> bool:
     if repr(built) != repr(live):
         return False
     a, b = dict(built.state_dict()), dict(live.state_dict())
@@ -111,7 +122,7 @@ def _matches(built: nn.Module, live: nn.Module) -> bool:
         other = live_buffers.get(k)
         if other is None or other.shape != buf.shape:
             return False
-        if buf.numel() <= _BUFFER_CHECK_NUMEL and not torch.allclose(
+        if values and buf.numel() <= _BUFFER_CHECK_NUMEL and not torch.allclose(
                 buf.double().cpu(), other.double().cpu(), rtol=1e-5, atol=1e-6):
             return False
     return True
@@ -144,14 +155,17 @@ def recipe_for(module: nn.Module, path: str, root: nn.Module) -> Recipe:
                                    f"{name!r} can be read from the module")
             continue
         options.append((name, cands))
+    # a large module (an MoE layer's experts: billions of values) is built on the meta
+    # device: no memory, no init; its buffers' values are then not compared
+    big = sum(p.numel() for p in module.parameters()) > _META_NUMEL
     for args in _combinations(options):
         try:
-            with torch.device("cpu"):
+            with torch.device("meta" if big else "cpu"):
                 built = cls(**args)
         except Exception:
             continue
-        built = built.to(next(iter(module.parameters()), torch.empty(0)).dtype)
-        if _matches(built.eval(), module):
+        built = built.to(_float_dtype(module))
+        if _matches(built.eval(), module, values=not big):
             return _recipe(cls, args, module)
     raise RebuildError(f"{cls.__qualname__}: no constructor call read from the module "
                        f"builds one like it (tried arguments {[n for n, _ in options]})")

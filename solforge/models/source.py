@@ -168,7 +168,7 @@ def build_model(spec: str, overrides: dict[str, Any] | None = None,
     elif Path(spec).is_dir():
         built = _from_pretrained(Path(spec), overrides)
     else:
-        built = _from_config(spec, overrides)
+        built = _from_config(spec, overrides, dtype, device)
     built.model.to(device=device, dtype=dtype).eval()
     return built
 
@@ -190,7 +190,8 @@ def _is_causal_lm(cfg: Any) -> bool:
         cfg, "is_encoder_decoder", False)
 
 
-def _from_config(spec: str, overrides: dict[str, Any]) -> BuiltModel:
+def _from_config(spec: str, overrides: dict[str, Any], dtype: torch.dtype = torch.float32,
+                 device: str = "cpu") -> BuiltModel:
     path = Path(spec)
     if path.suffix == ".json":
         if not path.is_file():
@@ -219,7 +220,10 @@ def _from_config(spec: str, overrides: dict[str, Any]) -> BuiltModel:
     causal = _is_causal_lm(cfg)
     auto = tf.AutoModelForCausalLM if causal else tf.AutoModel
     try:
-        model = auto.from_config(cfg)
+        # built where it runs, in its dtype: a model of billions of values is not
+        # initialised in fp32 on the host first
+        with torch.device(device):
+            model = auto.from_config(cfg, dtype=dtype)
     except Exception as e:  # a bad override: transformers says which
         raise ModelSpecError(f"{spec} with {overrides}: building the model failed: "
                              f"{type(e).__name__}: {e}") from None
@@ -262,8 +266,14 @@ def _from_callable(spec: str, **kw: Any) -> BuiltModel:
         fn = getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as e:
         raise ModelSpecError(f"{spec}: cannot import {attr!r} from {mod_name!r}: {e}") from None
-    params = inspect.signature(fn).parameters
-    got = fn(**{k: v for k, v in kw.items() if k in params})
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: called bare
+        params = {}
+    try:
+        got = fn(**{k: v for k, v in kw.items() if k in params})
+    except Exception as e:
+        raise ModelSpecError(f"{spec}: calling it failed: {type(e).__name__}: {e}") from None
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], nn.Module)):
         raise ModelSpecError(f"{spec}: must return (nn.Module, example_inputs); got "
                              f"{type(got).__name__}")
