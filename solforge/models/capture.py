@@ -214,22 +214,36 @@ def profile_modules(root: nn.Module, prepare: Callable[[], Any], run: Callable[[
     def ms(a: Any, b: Any) -> float:
         return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
 
+    timing = [False]  # a decode step's prefill (``prepare``) runs with the hooks too
+
+    def pre(path: str) -> Callable:
+        def hook(_m: nn.Module, _a: tuple) -> None:
+            if timing[0]:
+                marks[path].append([now(), None])
+        return hook
+
+    def post(path: str) -> Callable:
+        def hook(_m: nn.Module, _a: tuple, _o: Any) -> None:
+            if timing[0]:
+                marks[path][-1][1] = now()
+        return hook
+
     for path in paths:
-        m = modules[path]
-        handles.append(m.register_forward_pre_hook(
-            lambda _m, _a, path=path: marks[path].append([now(), None])))
-        handles.append(m.register_forward_hook(
-            lambda _m, _a, _o, path=path: marks[path][-1].__setitem__(1, now())))
+        handles.append(modules[path].register_forward_pre_hook(pre(path)))
+        handles.append(modules[path].register_forward_hook(post(path)))
     totals: list[float] = []
     calls: dict[str, list[list[float]]] = {p: [] for p in paths}
     try:
         for _ in range(repeats):
+            timing[0] = False
             inputs = prepare()
             marks.update({p: [] for p in paths})
+            timing[0] = True
             with torch.no_grad():
                 start = now()
                 run(inputs)
                 end = now()
+            timing[0] = False
             if cuda:
                 torch.cuda.synchronize()
             totals.append(ms(start, end))
