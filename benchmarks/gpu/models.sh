@@ -10,9 +10,12 @@
 # Knobs: MODELS ("llama mixtral"), LAYERS (2), SEQ (512), BATCH (1), OPT_WALL (seconds of
 # `optimize` per model, 120), DEADLINE (seconds after start, 470), DEVICE (cuda; cpu with
 # tiny SIZES_* for a dry run), GEN_STEPS (16).
-# Needs in .whl/: the pydantic wheels (as session.sh) and transformers 5.25.0 with every
-# dependency the image lacks (benchmarks/gpu/PLAN.md, "Preparing the carried folders";
-# `pip download $P -d .whl transformers==5.25.0` fetches the whole closure).
+# Needs in .whl/: the pydantic wheels (as session.sh) and transformers 5.25.0 with each of
+# its dependencies the image lacks (the loop below names a missing one). Here, with $P of
+# benchmarks/gpu/PLAN.md ("Preparing the carried folders"), the closure (47 MB with numpy)
+# goes to a side folder and all but pydantic's own wheels (pinned in .whl/) are copied:
+#   python3 -m pip download $P -d /tmp/tf transformers==5.25.0
+#   cp $(ls /tmp/tf/*.whl | grep -v -e /pydantic -e /annotated_types -e /typing_inspection) .whl/
 set -u
 export PYTHONUNBUFFERED=1 SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
 export OUT=${OUT:-/tmp/out}
@@ -26,22 +29,35 @@ if ! python3 -c "import pydantic" 2>/dev/null; then
     .whl/typing_inspection-0.4.2*.whl || exit 3
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
-if ! python3 -c "import transformers" 2>/dev/null; then
-  step "install transformers from .whl/"
-  # only what the image lacks comes from .whl/ (pip resolves against the installed torch,
-  # numpy, ...); a read-only environment gets a target folder instead
-  python3 -m pip install -q --no-index --find-links .whl --no-compile transformers==5.25.0 \
-    || python3 -m pip install -q --no-index --find-links .whl --no-compile --target /tmp/site \
-         transformers==5.25.0 || { echo "transformers wheels missing from .whl/"; exit 3; }
+# transformers and what the image lacks of its dependencies, each wheel installed without
+# its dependencies (no resolver: the image's own packages stay as they are)
+NEED=""
+for pair in transformers:transformers huggingface_hub:huggingface_hub tokenizers:tokenizers \
+    safetensors:safetensors hf_xet:hf_xet kernels:kernels regex:regex yaml:pyyaml tqdm:tqdm \
+    numpy:numpy packaging:packaging filelock:filelock fsspec:fsspec httpx2:httpx2 \
+    httpcore2:httpcore2 h11:h11 anyio:anyio idna:idna click:click tomlkit:tomlkit \
+    typing_extensions:typing_extensions typer:typer shellingham:shellingham \
+    annotated_doc:annotated_doc rich:rich markdown_it:markdown_it_py mdurl:mdurl \
+    pygments:pygments truststore:truststore; do
+  mod=${pair%%:*}; whl=${pair##*:}
+  python3 -c "import $mod" 2>/dev/null && continue
+  f=$(ls .whl/${whl}-*.whl 2>/dev/null | head -1)
+  [ -n "$f" ] || { echo "=== $mod is missing and .whl/ has no ${whl}-*.whl (see the header)"; exit 3; }
+  NEED="$NEED $f"
+done
+if [ -n "$NEED" ]; then
+  step "install from .whl/:$NEED"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $NEED || exit 3
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 SF="python3 -m solforge.cli.main"
 DEVICE=${DEVICE:-cuda}
 LAYERS=${LAYERS:-2}; SEQ=${SEQ:-512}; BATCH=${BATCH:-1}
-# Llama 3 8B and Mixtral 8x7B widths, LAYERS layers
+# Llama 3 8B's widths; a Mixtral with 8 experts, top-2, at half of 8x7B's width (its experts
+# are built and initialised on the host by every evaluation of the MoE problems); LAYERS layers
 SIZES_llama=${SIZES_llama:-"--set hidden_size=4096 --set intermediate_size=14336 --set num_attention_heads=32 --set num_key_value_heads=8 --set vocab_size=128256 --set max_position_embeddings=8192"}
-SIZES_mixtral=${SIZES_mixtral:-"--set hidden_size=4096 --set intermediate_size=14336 --set num_attention_heads=32 --set num_key_value_heads=8 --set vocab_size=32000 --set num_local_experts=8 --set num_experts_per_tok=2"}
+SIZES_mixtral=${SIZES_mixtral:-"--set hidden_size=2048 --set intermediate_size=7168 --set num_attention_heads=16 --set num_key_value_heads=8 --set vocab_size=32000 --set num_local_experts=8 --set num_experts_per_tok=2"}
 SIZES_qwen2=${SIZES_qwen2:-"--set hidden_size=3584 --set intermediate_size=18944 --set num_attention_heads=28 --set num_key_value_heads=4 --set vocab_size=152064"}
 { nvidia-smi --query-gpu=name,driver_version --format=csv 2>/dev/null
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"; } > "$R/env.txt" 2>&1
