@@ -238,6 +238,10 @@ def _print_report(r: dict) -> None:
                           fmt(d.get("top1_agreement"), digits=4))
         console.print(m)
     calls = r.get("calls", {})
+    if calls and not sum(c["patched"] for c in calls.values()):
+        console.print("[yellow]no call ran a kept solution: the model's shapes or dtypes "
+                      "differ from those the solutions were verified on (--batch, --seq, "
+                      "--dtype as extracted; the report's calls list the signatures)[/yellow]")
     console.print(f"calls: {sum(c['patched'] for c in calls.values())} ran a kept solution, "
                   f"{sum(c['fallback'] for c in calls.values())} fell back; share of the "
                   f"model's time patched: {r.get('share_patched')}")

@@ -11,7 +11,8 @@ signature is one workload of it, named after its step (``prefill_b1_s128``,
 problem's ``model_share`` is its calls' time over the steps' total time: the planner weighs
 its headroom by that share (Amdahl: a 2x kernel on 1% of the time is worth 0.5%).
 
-Written: one problem file per problem (KernelBench ``Model``/``get_inputs``/
+Written (the files of an earlier extraction into the same folder removed first): one
+problem file per problem (KernelBench ``Model``/``get_inputs``/
 ``get_init_inputs`` + ``SOLFORGE``, its ``extracted`` entry naming the source model, the
 module paths, the calls per workload and each workload's share) and ``extract.json``: the
 problems ranked by share, the steps' times, and every module left out with why.
@@ -86,6 +87,7 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
     returns the manifest written as ``out/extract.json``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    _remove_previous(out)
     tag = _slug(tag or Path(built.name).name.replace(":", "_"))
     model = built.model
     recipes: dict[str, Recipe | str] = {}
@@ -129,6 +131,20 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def _remove_previous(out: Path) -> None:
+    """The problem files an earlier extraction into ``out`` wrote (its manifest lists
+    them) go, so `solforge optimize OUT` sees only this model's; other files stay."""
+    old = out / MANIFEST
+    if not old.is_file():
+        return
+    try:
+        files = [p["file"] for p in json.loads(old.read_text()).get("problems", [])]
+    except (json.JSONDecodeError, TypeError, KeyError):
+        return
+    for f in files:
+        (out / Path(f).name).unlink(missing_ok=True)
 
 
 def _dtype(built: BuiltModel) -> torch.dtype:

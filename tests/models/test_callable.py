@@ -41,3 +41,13 @@ def test_decode_needs_a_causal_lm_and_bad_callables_say_so():
         build_model("tests.models.tiny_net:nope")
     with pytest.raises(ModelSpecError, match=r"must return \(nn.Module, example_inputs\)"):
         build_model("tests.models.tiny_net:Net")
+
+
+def test_extracting_again_replaces_the_earlier_problems(tmp_path):
+    built = build_model("tests.models.tiny_net:build")
+    first = extract(built, [Step("prefill", 2, 1)], tmp_path, tag="a")
+    (tmp_path / "notes.py").write_text("# not a problem of ours\n")
+    second = extract(built, [Step("prefill", 2, 1)], tmp_path, tag="b")
+    names = {p.name for p in tmp_path.glob("*.py")}
+    assert names == {p["file"] for p in second["problems"]} | {"notes.py"}
+    assert not names & {p["file"] for p in first["problems"]}
