@@ -10,7 +10,8 @@ tuple of tensors, a flag away from its default) is recorded as not capturable, w
 
 :func:`profile_modules` times a step (the median of three) with every module timed: CUDA
 events around each call on a GPU (device time, read after one synchronisation, so the
-timing adds no sync), the host clock on a CPU. Times of nested modules overlap (an MLP's include its Linear layers).
+timing adds no sync), the host clock on a CPU. Times of nested modules overlap (an MLP's
+include its Linear layers).
 
 Not covered: backward passes, modules called with tensors inside containers, and time spent
 between modules (attention kernels inside an attention module that is not capturable show

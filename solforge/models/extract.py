@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from solforge.models.capture import Call, capture_calls, dtype_name, profile_modules
-from solforge.models.rebuild import CONFIG, Recipe, RebuildError, recipe_for
+from solforge.models.rebuild import CONFIG, RebuildError, Recipe, recipe_for
 from solforge.models.source import BuiltModel
 
 MANIFEST = "extract.json"
@@ -253,8 +253,8 @@ def problem_source(g: Group, built: BuiltModel, share: float,
         "model_share": round(share, 6), "extracted": extracted,
     }
     lines = [
-        f'"""{r.qualname} of {built.name}, extracted by `solforge extract` from '
-        f'{len(g.paths)} module(s): {_paths_summary(g.paths)}."""',
+        (f'"""{r.qualname} of {built.name}, extracted by `solforge extract` from '
+         f'{len(g.paths)} module(s): {_paths_summary(g.paths)}."""'),
         "", "import torch", "", "from solforge.problems import gen",
         f"from {r.module} import {top} as _Cls",
     ]
@@ -289,8 +289,8 @@ def problem_source(g: Group, built: BuiltModel, share: float,
               "        elif dtype == torch.bool:",
               "            out.append(torch.rand(*t['shape']) < t['p'])",
               "        else:  # ids, positions: within the range the source model saw",
-              "            out.append(torch.randint(t['low'], t['high'] + 1, t['shape'], "
-              "dtype=dtype))",
+              ("            out.append(torch.randint(t['low'], t['high'] + 1, t['shape'], "
+               "dtype=dtype))"),
               "    return out", "", "",
               "def get_init_inputs():",
               f"    return [torch.{dt}]", ""]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from solforge.models.extract import Step, extract
 from solforge.models.source import ModelSpecError, build_model
