@@ -9,7 +9,8 @@
 #   bash benchmarks/gpu/models.sh
 # Knobs: MODELS ("llama mixtral"), LAYERS (2), SEQ (512), BATCH (1), OPT_WALL (seconds of
 # `optimize` per model, 120), DEADLINE (seconds after start, 470), DEVICE (cuda; cpu with
-# tiny SIZES_* for a dry run), GEN_STEPS (16).
+# tiny SIZES_* for a dry run), GEN_STEPS (16), COMPILE=1 (the patched model under
+# torch.compile's inductor too, one prefill: compile time, calls, difference from eager).
 # Needs in .whl/: the pydantic wheels (as session.sh) and transformers 5.25.0 with each of
 # its dependencies the image lacks (the loop below names a missing one). Here, with $P of
 # benchmarks/gpu/PLAN.md ("Preparing the carried folders"), the closure (47 MB with numpy)
@@ -83,6 +84,33 @@ for M in ${MODELS:-llama mixtral}; do
   step "validate $M"
   timeout -k 5 $(left) $SF validate $M "$R/$M/run" $COMMON --prefill --decode --batch $BATCH --seq $SEQ \
     --gen-steps ${GEN_STEPS:-16} --rounds 5 --json "$R/$M/validate.json" 2>&1 | tail -40
+  if [ "${COMPILE:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
+    step "torch.compile $M (patched, inductor)"
+    timeout -k 5 $(left) python3 - "$M" "$R/$M/run" "$R/$M/compile.json" $SEQ $BATCH $SIZES --layers $LAYERS <<'PY' 2>&1 | tail -8
+import json, sys, time, torch
+import solforge
+from solforge.models.source import build_model, parse_overrides
+m, run, out, seq, batch, *rest = sys.argv[1:]
+sets = [rest[i + 1] for i in range(len(rest)) if rest[i] == "--set"]
+over = parse_overrides(sets) | {"num_hidden_layers": int(rest[rest.index("--layers") + 1])}
+import os
+dev = os.environ.get("DEVICE", "cuda")
+b = build_model(m, over, getattr(torch, os.environ.get("DTYPE", "bfloat16")), dev)
+patch = solforge.apply(b.model, run)
+x = b.inputs("prefill", int(batch), int(seq))
+with torch.no_grad():
+    eager = b.model(**x).logits
+    patch.reset_stats()
+    t = time.perf_counter()
+    compiled = torch.compile(b.model)(**x).logits
+    if dev == "cuda":
+        torch.cuda.synchronize()
+res = {"compile_s": time.perf_counter() - t, "calls": patch.stats(),
+       "max_abs_diff_vs_eager_patched": float((compiled.float() - eager.float()).abs().max())}
+json.dump(res, open(out, "w"), indent=1)
+print(json.dumps(res)[:600])
+PY
+  fi
 done
 step "summary"
 python3 - "$R" <<'PY' | tee "$R/summary.json"

@@ -50,3 +50,15 @@ def test_extracting_again_replaces_the_earlier_problems(tmp_path):
     names = {p.name for p in tmp_path.glob("*.py")}
     assert names == {p["file"] for p in second["problems"]} | {"notes.py"}
     assert not names & {p["file"] for p in first["problems"]}
+
+
+def test_a_bad_model_share_names_the_file_and_field(tmp_path):
+    from solforge.problems.spec import ProblemError
+
+    built = build_model("tests.models.tiny_net:build")
+    m = extract(built, [Step("prefill", 2, 1)], tmp_path, tag="t")
+    path = tmp_path / m["problems"][0]["file"]
+    text = path.read_text()
+    path.write_text(text.replace("'model_share': ", "'model_share': 2 + 0 * ", 1))
+    with pytest.raises(ProblemError, match=r"model_share'\] must be a fraction"):
+        load_problem(path)
