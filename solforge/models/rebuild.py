@@ -4,7 +4,8 @@ module, checked by building it.
 A problem's ``Model`` subclasses the captured module's own class (so its parameter names
 are the live module's, and ``apply`` loads the live weights into a kept solution by name)
 and calls the class's constructor with arguments read from the module: an attribute of the
-parameter's name (``in_features``, ``eps``), ``bias`` as whether the module has one, the
+parameter's name (``in_features``, ``eps``; a one-element tensor, an embedding's scale, as
+its value), ``bias as whether the module has one, the
 model's config (or one of its sub-configs) for a ``config`` parameter, the layer number of
 the module's path for ``layer_idx``, the weight's last dimension for ``hidden_size``-like
 names, an ``*eps*`` attribute for ``eps``. A recipe counts only when the module it builds
@@ -93,6 +94,9 @@ def _arg_candidates(name: str, p: inspect.Parameter, module: nn.Module, path: st
         return [getattr(module, "bias", None) is not None]
     if hasattr(module, name) and _literal(getattr(module, name)):
         return [getattr(module, name)]
+    value = getattr(module, name, None)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:  # a scale kept as a buffer
+        return [value.item()]
     weight = getattr(module, "weight", None)
     if name in _SIZE_NAMES and isinstance(weight, torch.Tensor):
         last = int(weight.shape[-1])
