@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "solforge"
 # top to bottom; a row's groups are peers
 PACKAGE_LAYERS = [
     ["cli"],
+    ["rl"],
     ["search", "agents", "models"],
     ["orchestrate"],
     ["bench"],

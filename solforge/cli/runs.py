@@ -23,7 +23,9 @@ def summary_line(run: Run) -> str:
             f"{fmt(s['geomean_speedup_vs_best'], 'x')} (vs eager "
             f"{fmt(s['geomean_speedup_vs_eager'], 'x')}, vs torch.compile "
             f"{fmt(s['geomean_speedup_vs_compile'], 'x')}); SOL score median "
-            f"{fmt(s['sol_score_median'], digits=2)}")
+            f"{fmt(s['sol_score_median'], digits=2)}"
+            + (f"; cut short by the run's budget (resume to go on): {', '.join(s['cut_short'])}"
+               if s.get("cut_short") else ""))
 
 
 def _open(directory: Path) -> Run:

@@ -147,7 +147,9 @@ class Run:
         return out
 
     def summary(self) -> dict[str, Any] | None:
-        """The run's ``solforge.summary/1`` over all its problems (failed ones count 1.0x)."""
+        """The run's ``solforge.summary/1`` over all its problems (failed ones count 1.0x),
+        with the gain per lever and ``cut_short``: the problems whose search the run's own
+        budget ended early (state ``stopped``: a resumed run goes on with them)."""
         try:
             from solforge.sol import summarize
         except ImportError:
@@ -157,6 +159,8 @@ class Run:
         summary = summarize(records, device=devices[0] if devices else self.spec.device,
                             agent=self.spec.agent)
         summary["levers"] = self.lever_gains()
+        summary["cut_short"] = [p["name"] for p in self.ledger.problems()
+                                if p["state"] == "stopped"]
         return summary
 
     def lever_gains(self) -> dict[str, dict[str, Any]]:

@@ -82,6 +82,10 @@ class WorkloadResult(BaseModel):
         None, description="wall seconds of those idle windows")
     eager_ms: float | None = None
     compile_ms: float | None = None
+    compile_within_tolerance: bool | None = Field(
+        None, description="the compile baseline's own outputs pass the problem's tolerance "
+        "(checked once per workload when it is compiled; None: not known). False: its time "
+        "is kept, but it is not the best baseline")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     kernels: list[str] = Field(default_factory=list, description="kernel names one call launched")
@@ -209,13 +213,15 @@ class EvaluationRecord(BaseModel):
 
 
 def speedup_vs_best(record: EvaluationRecord | Mapping[str, Any]) -> float | None:
-    """Geomean over a record's timed workloads of best(eager, compile) / its time; None
-    when no workload has both. Takes the record or its JSON form (a ledger row)."""
+    """Geomean over a record's timed workloads of best(eager, compile) / its time (a
+    compile baseline outside the problem's tolerance does not count); None when no
+    workload has both. Takes the record or its JSON form (a ledger row)."""
     workloads = record.get("workloads", []) if isinstance(record, Mapping) else [
         w.model_dump() for w in record.workloads]
     ratios = []
     for w in workloads:
-        base = best_baseline_ms(w.get("eager_ms"), w.get("compile_ms"))
+        base = best_baseline_ms(w.get("eager_ms"), w.get("compile_ms"),
+                                w.get("compile_within_tolerance") is not False)
         if base is not None and w.get("time_ms"):
             ratios.append(base / w["time_ms"])
     return geomean(ratios)

@@ -208,6 +208,7 @@ def _timing(ctx: WorkloadContext, pool_or_maker: list[list[Any]] | Callable[[], 
     clock = probes.clock_check(res, base, opts.device)
     if idle or clock:
         return idle or clock
+    ctx.baselines.note_tolerance(res)
     if res.time_ms and res.eager_ms:
         res.speedup_vs_eager = res.eager_ms / res.time_ms
     if res.time_ms and res.compile_ms:
