@@ -9,7 +9,9 @@ however many layers hold them (the paths and the call counts are kept); each dis
 signature is one workload of it, named after its step (``prefill_b1_s128``,
 ``decode_b4_s512``). The model is then profiled once per step (``profile_modules``), and a
 problem's ``model_share`` is its calls' time over the steps' total time: the planner weighs
-its headroom by that share (Amdahl: a 2x kernel on 1% of the time is worth 0.5%).
+its headroom by that share (Amdahl: a 2x kernel on 1% of the time is worth 0.5%). The steps
+are summed as they are, so a prefill of many tokens outweighs a decode step; extract the
+decode step alone to rank for decoding (each workload's own share is kept as well).
 
 Written (the files of an earlier extraction into the same folder removed first): one
 problem file per problem (KernelBench ``Model``/``get_inputs``/
@@ -54,7 +56,7 @@ class Step:
 
     @property
     def name(self) -> str:
-        return f"{self.mode}_b{self.batch}" + (f"_s{self.seq}")
+        return f"{self.mode}_b{self.batch}_s{self.seq}"
 
 
 @dataclass
@@ -64,7 +66,7 @@ class Group:
     recipe: Recipe
     cls: str
     paths: list[str] = field(default_factory=list)
-    # workload name -> (step, signature, inputs, calls, ms)
+    # workload name -> {"step", "signature", "inputs", "calls", "ms"}
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     name: str = ""
 

@@ -16,7 +16,8 @@ one token per sequence after a prefill of ``seq``, the cache filled by that pref
 - a torchvision name (``resnet50``): ``torchvision.models.get_model`` with random weights.
 - ``pkg.mod:fn``: ``fn(batch=, seq=, dtype=, device=)`` (each keyword only if its signature
   names it) returns ``(module, example_inputs)``, inputs a tuple of positional arguments or
-  a dict of keyword arguments.
+  a dict of keyword arguments, used as given (one step; the largest ``--batch`` and
+  ``--seq`` asked are what ``fn`` receives).
 
 Not covered: models that need a download to build (remote code, tokenizer-only configs), and
 decode steps of models without a ``transformers`` KV cache (``--decode`` says so).
