@@ -274,6 +274,11 @@ def _build(kept: Kept, live: nn.Module) -> nn.Module:
         raise ApplyError(f"its solution's tensors {wrong[:4]} differ in shape from the "
                          "live module's")
     new.load_state_dict({k: theirs[k] for k in new.state_dict()}, strict=False, assign=True)
+    # what the state dict does not hold (a rotary embedding's non-persistent buffers) was
+    # built on the host: moved to the live module's device (shared tensors stay shared)
+    device = next((t.device for t in (*live.parameters(), *live.buffers())), None)
+    if device is not None:
+        new.to(device)
     return new.eval()
 
 

@@ -146,6 +146,7 @@ def test_apply_refuses_unverified_shapes_works_compiled_and_undoes(flow):
         ref_odd, ref_seen = model(odd).logits, model(seen).logits
     patch = solforge.apply(model, flow["run"])
     assert list(patch.modules) == ["lm_head"] and not patch.refused
+    assert patch.modules["lm_head"].new.weight is model.lm_head.weight  # shared, not copied
     with torch.no_grad():
         assert torch.equal(model(odd).logits, ref_odd)  # never verified at 9 tokens
         stats = patch.stats()["lm_head"]
