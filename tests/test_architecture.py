@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "solforge"
 PACKAGE_LAYERS = [
     ["cli"],
     ["rl"],
-    ["search", "agents", "report", "gate"],
+    ["search", "agents", "report", "gate", "models"],
     ["orchestrate"],
     ["bench"],
     ["sol", "kernels"],

@@ -26,6 +26,9 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         "index_outputs": {2: {"input": 0, "dim": -1}},  # optional: output 2 holds indices
                                              # along dim -1 of input 0, judged by the values
                                              # they select (IndexOutput)
+        "model_share": 0.12,                 # optional: the fraction of its source model's
+                                             # time it takes (``solforge extract``); the
+                                             # planner weighs its headroom by it
     }
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
@@ -141,6 +144,9 @@ class Problem(BaseModel):
     index_outputs: dict[int, IndexOutput] = Field(
         default_factory=dict, description="integer output -> the tensor its indices select "
         "from: judged by the values selected, not the indices")
+    model_share: float | None = Field(
+        None, ge=0.0, le=1.0, description="the fraction of its source model's time it takes "
+        "(solforge extract): the planner's weight for it")
     flops_fn: Callable[[dict[str, Any]], float] | None = None
     bytes_fn: Callable[[dict[str, Any]], float] | None = None
     content_hash: str = ""
@@ -275,8 +281,12 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
             for k, v in ignore.items())):
         raise ProblemError(f"{path}: SOLFORGE['ignore_where_zero'] must map an output's "
                            f"index to another output's index, e.g. {{1: 0}}; got {ignore!r}")
+    share = meta.get("model_share")
+    if share is not None and not (isinstance(share, (int, float)) and 0.0 <= share <= 1.0):
+        raise ProblemError(f"{path}: SOLFORGE['model_share'] must be a fraction from 0 to 1 "
+                           f"(of the source model's time); got {share!r}")
     return Problem(
-        name=name, path=path, category=category, source=source,
+        name=name, model_share=share, path=path, category=category, source=source,
         models=list(meta.get("models") or []), precision=precision,
         description=str(meta.get("description") or (module.__doc__ or "").strip()),
         workloads=workloads, distributions=dists, train_mode=bool(meta.get("train_mode")),
