@@ -1,0 +1,106 @@
+"""The Ray backend on a local Ray instance (CPU only): a two-worker search run over two
+problems with its judges in a Ray actor, the actor killed in the middle of an evaluation,
+and the same run on the local backend for its verdicts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from solforge.orchestrate.backend import LocalBackend, make_backend
+from solforge.orchestrate.planner import Planner, PlannerConfig
+from solforge.orchestrate.run import Run, RunSpec
+from tests.agents.conftest import fast_options
+from tests.orchestrate.test_planner import RELU, RELU_SOLUTION, TINY
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture
+def plug(monkeypatch):
+    """A plug-in generator: one more candidate per problem beside the reference."""
+    import solforge.search.candidates as candidates_module
+    from solforge.search import Candidate, register_generator
+
+    candidates_module.generators()
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("plug", lambda ctx: [Candidate(
+        name="clamp", family="plug", levers=["fusion"], cost=1.5, source=RELU_SOLUTION,
+        reasoning="one clamp")] if ctx.problem.name == "kb_relu" else [])
+
+
+def _search_run(tmp_path, name, backend, on_update=None):
+    run = Run.create(tmp_path / name, RunSpec(agent="search"))
+    settings = {"search": {"families": ["reference", "plug"], "explore_max_calls": 12}}
+    config = PlannerConfig(agents=["search"], workers=2, max_units=1, final_rounds=1)
+    planner = Planner(run, [RELU, TINY], config, fast_options(), settings,
+                      on_update=on_update, backend=backend)
+    return planner.loop(poll_s=0.05), run
+
+
+def _verdicts(run: Run) -> dict[str, str]:
+    return {r.problem: r.status.value for r in run.verdicts()}
+
+
+def _evaluations(run: Run) -> Counter:
+    return Counter((r["problem"], r["kind"], r["record"]["status"])
+                   for r in run.ledger.evaluations())
+
+
+def _kill_when_busy(backend, killed: list[str]) -> None:
+    """Kill the cpu judge actor once an evaluation is under way in it (after the first
+    one finished, so that the run is well into its exploration)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not killed:
+        slot = backend.slots.get("cpu")
+        if slot is not None and slot.in_flight > 0:
+            time.sleep(0.3)  # inside the evaluation, not at its first byte
+            if slot.in_flight > 0:
+                slot.kill()
+                killed.append("cpu")
+        time.sleep(0.02)
+
+
+def test_ray_run_survives_a_killed_judge_actor_and_matches_the_local_run(tmp_path, plug):
+    backend = make_backend("ray", num_cpus=2)
+    try:
+        killed: list[str] = []
+        killer = threading.Thread(target=_kill_when_busy, args=(backend, killed), daemon=True)
+        killer.start()
+        result, run = _search_run(tmp_path, "ray", backend)
+        killer.join(timeout=5)
+        replaced = backend.slots["cpu"].replaced
+    finally:
+        backend.close()
+    assert killed, "no evaluation was ever seen under way in the judge actor"
+    assert result.status == "finished", result.reason
+    assert replaced == 1
+    rows = run.ledger.evaluations()
+    keys = [(r["attempt"], r["kind"]) for r in rows]
+    assert len(keys) == len(set(keys)), keys  # every evaluation recorded once
+    # each evaluation under way in the killed actor (one per worker at most) ran again,
+    # once, on its replacement, and passed: the loss is not the candidate's
+    faulted = [r["record"] for r in rows if r["record"].get("judge_fault")]
+    assert 1 <= len(faulted) <= 2, [r["record"].get("judge_fault") for r in rows]
+    assert all("judge actor for cpu was lost" in f["judge_fault"] and
+               f["judge_fault"].endswith("a new actor ran the evaluation again") and
+               f["status"] == "PASSED" for f in faulted), faulted
+    # the driver's paths and device names, not the actor's
+    assert all(r["record"]["solution"].startswith(str(run.dir)) for r in rows)
+    assert all(w["state"] == "done" for w in run.ledger.work())
+
+    local_result, local = _search_run(tmp_path, "local", LocalBackend())
+    assert local_result.status == "finished", local_result.reason
+    assert _verdicts(run) == _verdicts(local) == {"kb_relu": "PASSED",
+                                                  "tiny_linear": "PASSED"}
+    assert _evaluations(run) == _evaluations(local)
+
+
+def test_unknown_backend_and_a_stray_address_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="unknown backend 'slurm'; use one of local, ray"):
+        make_backend("slurm")
+    with pytest.raises(ValueError, match="--address goes with --backend ray"):
+        make_backend("local", address="auto")
