@@ -14,31 +14,21 @@ from solforge.orchestrate.backend import LocalBackend, make_backend
 from solforge.orchestrate.planner import Planner, PlannerConfig
 from solforge.orchestrate.run import Run, RunSpec
 from tests.agents.conftest import fast_options
-from tests.orchestrate.test_planner import RELU, RELU_SOLUTION, TINY
+from tests.orchestrate.test_planner import RELU, TINY
 
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture
-def plug(monkeypatch):
-    """A plug-in generator: one more candidate per problem beside the reference."""
-    import solforge.search.candidates as candidates_module
-    from solforge.search import Candidate, register_generator
-
-    candidates_module.generators()
-    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
-    register_generator("plug", lambda ctx: [Candidate(
-        name="clamp", family="plug", levers=["fusion"], cost=1.5, source=RELU_SOLUTION,
-        reasoning="one clamp")] if ctx.problem.name == "kb_relu" else [])
-
-
 def _search_run(tmp_path, name, backend, on_update=None):
+    t0 = time.monotonic()
     run = Run.create(tmp_path / name, RunSpec(agent="search"))
-    settings = {"search": {"families": ["reference", "plug"], "explore_max_calls": 12}}
+    settings = {"search": {"families": ["reference"], "explore_max_calls": 12}}
     config = PlannerConfig(agents=["search"], workers=2, max_units=1, final_rounds=1)
     planner = Planner(run, [RELU, TINY], config, fast_options(), settings,
                       on_update=on_update, backend=backend)
-    return planner.loop(poll_s=0.05), run
+    result = planner.loop(poll_s=0.05)
+    print(f"{name}: {time.monotonic() - t0:.1f} s")
+    return result, run
 
 
 def _verdicts(run: Run) -> dict[str, str]:
@@ -64,8 +54,10 @@ def _kill_when_busy(backend, killed: list[str]) -> None:
         time.sleep(0.02)
 
 
-def test_ray_run_survives_a_killed_judge_actor_and_matches_the_local_run(tmp_path, plug):
+def test_ray_run_survives_a_killed_judge_actor_and_matches_the_local_run(tmp_path):
+    t0 = time.monotonic()
     backend = make_backend("ray", num_cpus=2)
+    print(f"ray.init: {time.monotonic() - t0:.1f} s")
     try:
         killed: list[str] = []
         killer = threading.Thread(target=_kill_when_busy, args=(backend, killed), daemon=True)
