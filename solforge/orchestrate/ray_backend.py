@@ -20,8 +20,9 @@
   every worker (search, LLM) as a thread: only the driver writes the ledger, and only
   after a call returned, so a call that is lost leaves nothing behind.
 - **Faults.** An actor (or its node) lost during a call: the actor is replaced (a new one,
-  placed by Ray on any node with a free GPU) and that evaluation is sent to it once more;
-  the record's ``judge_fault`` says so. Lost a second time, the evaluation's record is a
+  placed by Ray on any node with a free GPU; when none is free within ``place_s``, the
+  device's workers share another device's actor) and that evaluation is sent to it once
+  more; the record's ``judge_fault`` says so. Lost a second time, the evaluation's record is a
   runtime error naming both losses, charged to nobody's verdict cache (its message names
   the evaluator). A judge process that dies inside a live actor is handled there, by the
   actor's :class:`~solforge.bench.evaluator.Evaluator`, as on one machine.
@@ -43,7 +44,12 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+from ray.exceptions import (
+    ActorDiedError,
+    ActorUnavailableError,
+    GetTimeoutError,
+    RayActorError,
+)
 
 from solforge.bench import EvaluatorTampered
 from solforge.problems.spec import Problem
@@ -165,9 +171,30 @@ class JudgeSlot:
                 ray.kill(self.actor, no_restart=True)
             except Exception:  # noqa: BLE001 - it is gone already
                 pass
-            self.actor = self._start()
+            self.actor = self._placed() or self.backend.borrow(self) or self._start()
             self.generation += 1
             self.replaced += 1
+
+    def _placed(self) -> Any:
+        """A new actor for the device once Ray placed it, or None when it could not within
+        ``backend.place_s`` (its node is gone and every other GPU is taken)."""
+        actor = self._start()
+        try:
+            ray.get(actor.where.remote(), timeout=self.backend.place_s)
+            return actor
+        except (GetTimeoutError, *LOST):
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+            return None
+
+    def alive(self) -> bool:
+        try:
+            ray.get(self.current()[0].where.remote(), timeout=30)
+            return True
+        except Exception:  # noqa: BLE001 - lost, or not answering: not one to share
+            return False
 
     def kill(self) -> None:
         """Kill the actor as a lost node would (a test's fault; the next call replaces
@@ -282,9 +309,11 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+    def __init__(self, address: str | None = None, num_cpus: int | None = None,
+                 place_s: float = 120.0) -> None:
         import solforge
 
+        self.place_s = place_s  # how long a lost actor's replacement may take to be placed
         # the judges import the solforge this driver runs (a checkout on PYTHONPATH
         # included); on other nodes that path is absent and their own install is used
         root = str(Path(solforge.__file__).resolve().parents[1])
@@ -329,6 +358,17 @@ class RayBackend:
             if device not in self.slots:
                 self.slots[device] = JudgeSlot(self, device)
             return self.slots[device]
+
+    def borrow(self, lost: JudgeSlot) -> Any:
+        """The actor of another live device of the same kind, for a device whose actor
+        cannot be placed again (its node is gone): its workers' judges then share that GPU
+        (its slot and its admission hold them as any workers sharing a GPU), and the run
+        goes on. None when there is no such device."""
+        gpu = lost.device.startswith("cuda")
+        for s in list(self.slots.values()):
+            if s is not lost and s.device.startswith("cuda") == gpu and s.alive():
+                return s.current()[0]
+        return None
 
     def evaluator(self, options: EvalOptions, caller: str) -> RayEvaluator:
         return RayEvaluator(self.slot(options.device), options, caller)
