@@ -123,7 +123,8 @@ def install_refusal(root: Path | None = None) -> str:
         return ("an earlier evaluation found the evaluator's own files changed, and they "
                 f"still are: {'; '.join(left[:6])}{more}. No verdict can be trusted: "
                 "reinstall solforge (pip install --force-reinstall, or restore a source "
-                f"checkout's files); the mark {mark_path(root)} then clears itself.")
+                f"checkout's files), and the mark {mark_path(root)} clears itself; if you "
+                "made that change yourself and keep it, remove the mark.")
     dist = _installed()
     changed = record_mismatches(dist, root) if dist is not None else []
     if changed:
