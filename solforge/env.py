@@ -33,6 +33,8 @@ HARDEN_GPU = "SOLFORGE_HARDEN_GPU"
 FS_VIEW = "SOLFORGE_FS_VIEW"
 CUDA_ARCH = "SOLFORGE_CUDA_ARCH"
 LLM_CONFIG = "SOLFORGE_LLM_CONFIG"
+SERVE_TOKEN = "SOLFORGE_SERVE_TOKEN"
+SERVE_URL = "SOLFORGE_SERVE_URL"
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob(CUDA_ARCH, "the architecture CUDA C++ solutions compile for (sm_90a, ...)",
          verdict=True),
     Knob(LLM_CONFIG, "the LLM endpoints' TOML file; default ~/.config/solforge/llm.toml"),
+    Knob(SERVE_TOKEN, "the bearer token `solforge serve` requires and its clients send "
+                      "(never passed to a judge: secret-looking names are dropped)"),
+    Knob(SERVE_URL, "the reward server the trainer adapters call; default "
+                    "http://127.0.0.1:8471"),
 )}
 
 
@@ -144,6 +150,16 @@ def cuda_arch() -> str | None:
 def llm_config() -> Path | None:
     v = _raw(LLM_CONFIG)
     return Path(v).expanduser() if v else None
+
+
+def serve_token() -> str | None:
+    """``$SOLFORGE_SERVE_TOKEN``: the reward server's bearer token, or None when unset."""
+    return _raw(SERVE_TOKEN) or None
+
+
+def serve_url() -> str | None:
+    """``$SOLFORGE_SERVE_URL``: where the trainer adapters find the reward server."""
+    return _raw(SERVE_URL) or None
 
 
 def verdict_knobs() -> dict[str, str]:

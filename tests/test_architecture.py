@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1] / "solforge"
 # top to bottom; a row's groups are peers
 PACKAGE_LAYERS = [
     ["cli"],
-    ["search", "agents"],
+    ["rl"],
+    ["search", "agents", "report", "gate", "models"],
     ["orchestrate"],
     ["bench"],
     ["sol", "kernels"],

@@ -13,7 +13,10 @@ from solforge.bench import SuiteStopped, with_solutions
 from solforge.bench import bench as run_bench
 from solforge.cli.console import fmt, make_console
 from solforge.problems import ProblemError, resolve_target
+from solforge.problems.formats.solution_json import for_target as solution_for
+from solforge.problems.formats.solution_json import name_of as solution_name
 from solforge.records.evaluation import EvaluationRecord
+from solforge.records.flashinfer import write_traces
 from solforge.records.options import EvalOptions
 
 console = make_console()
@@ -73,7 +76,8 @@ def register(app: typer.Typer) -> None:
                                                "DIR:N-M: its files numbered N to M), or a "
                                                "comma-separated list"),
         solution: str = typer.Option(..., "--solution", "-s", help="a solution .py, a directory "
-                                     "of <problem>.py files, or 'reference'"),
+                                     "of <problem>.py files, a SOL-ExecBench / FlashInfer-"
+                                     "Bench solution.json, or 'reference'"),
         device: str = typer.Option("cpu", help="cpu or cuda (cuda:N)"),
         timeout: float = typer.Option(300.0, help="seconds per evaluation (candidate side)"),
         json_out: Path = typer.Option(None, "--json", help="write the evaluation records here"),
@@ -91,6 +95,8 @@ def register(app: typer.Typer) -> None:
         no_timing: bool = typer.Option(False, "--no-timing", help="check correctness only"),
         prewarm: int = typer.Option(-1, help="processes that compile baselines ahead of "
                                     "timing (-1: auto on a GPU, 0: off)"),
+        trace_out: Path = typer.Option(None, "--trace-out", help="write FlashInfer-Trace "
+                                       "records (JSONL, one per workload) here"),
     ) -> None:
         """Evaluate a solution on problems: correctness, kernel time, speedups, SOL score."""
         if policy not in ("default", "strict"):
@@ -99,6 +105,12 @@ def register(app: typer.Typer) -> None:
             problems, broken = resolve_target(target)
         except ProblemError as e:
             console.print(f"[red]{e}[/red]")
+            raise typer.Exit(2) from None
+        try:
+            trace_name = solution_name(solution)
+            solution = solution_for(solution, problems)
+        except ProblemError as e:
+            console.print(f"[red]{e}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None
         opts = EvalOptions(
             device=device, timeout_s=timeout, policy=policy,
@@ -133,6 +145,8 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 json_out.parent.mkdir(parents=True, exist_ok=True)
                 json_out.write_text(json.dumps([r.to_json() for r in records], indent=1))
+            if trace_out:
+                write_traces(trace_out, records, trace_name)
 
         try:
             if total > 1:

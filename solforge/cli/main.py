@@ -20,7 +20,7 @@ def _register() -> None:
 
     app.add_typer(problems.app, name="problems")
     bench.register(app)
-    for name in ("calibrate", "optimize", "runs"):
+    for name in ("calibrate", "optimize", "runs", "rl", "imports", "report", "ci", "models"):
         try:
             module = __import__(f"solforge.cli.{name}", fromlist=["register"])
         except ModuleNotFoundError as e:

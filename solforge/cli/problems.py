@@ -49,12 +49,13 @@ def list_problems(
     title = _count(len(problems), "problem") + (
         f", {_count(len(broken), 'file')} failed to load" if broken else "")
     table = Table(title=title)
-    for col in ("name", "category", "source", "models", "precision", "workloads (held out)"):
+    for col in ("name", "category", "source", "license", "models", "precision",
+                "workloads (held out)"):
         table.add_column(col)
     for p in problems:
         held = sum(1 for w in p.workloads if not w.visible)
-        table.add_row(p.name, p.category, p.source, ", ".join(p.models), p.precision.name,
-                      f"{len(p.workloads)} ({held})")
+        table.add_row(p.name, p.category, p.source, p.origin.get("license", "-"),
+                      ", ".join(p.models), p.precision.name, f"{len(p.workloads)} ({held})")
     console.print(table)
     for path, error in broken:
         console.print(broken_line(path, error), soft_wrap=True, highlight=False)
@@ -84,6 +85,14 @@ def show(name: str = typer.Argument(..., help="a problem name or a problem file"
     console.print(p.description)
     console.print(f"tolerance: atol={p.precision.atol:g} rtol={p.precision.rtol:g} "
                   f"matched ratio {p.precision.matched_ratio:g}; file: {p.path}")
+    if p.origin:
+        console.print("origin: " + ", ".join(f"{k} {v}" for k, v in p.origin.items()),
+                      soft_wrap=True, highlight=False)
+    own = [w for w in p.workloads if w.precision is not None]
+    if own:
+        console.print(f"{len(own)} workload(s) have their own tolerance, e.g. {own[0].name}: "
+                      f"atol={own[0].precision.atol:g} rtol={own[0].precision.rtol:g} "
+                      f"matched ratio {own[0].precision.matched_ratio:g}")
     t = Table()
     for col in ("workload", "visible", "cpu", "params", "FLOPs", "bytes"):
         t.add_column(col)

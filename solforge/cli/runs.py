@@ -23,7 +23,9 @@ def summary_line(run: Run) -> str:
             f"{fmt(s['geomean_speedup_vs_best'], 'x')} (vs eager "
             f"{fmt(s['geomean_speedup_vs_eager'], 'x')}, vs torch.compile "
             f"{fmt(s['geomean_speedup_vs_compile'], 'x')}); SOL score median "
-            f"{fmt(s['sol_score_median'], digits=2)}")
+            f"{fmt(s['sol_score_median'], digits=2)}"
+            + (f"; cut short by the run's budget (resume to go on): {', '.join(s['cut_short'])}"
+               if s.get("cut_short") else ""))
 
 
 def _open(directory: Path) -> Run:
@@ -66,11 +68,23 @@ def register(app: typer.Typer) -> None:
 
     @app.command("export")
     def export(directory: Path = typer.Argument(..., help="a run directory"),
-               out: Path = typer.Option(..., "--out", help="where to write")) -> None:
+               out: Path = typer.Option(..., "--out", help="where to write"),
+               fmt: str = typer.Option("solforge", "--format", help="solforge, or flashinfer "
+                                       "(also traces.jsonl and a solution.json per "
+                                       "solution)")) -> None:
         """Write each problem's best solution (KernelBench format), its record, its
         reference and the run's summary to OUT."""
+        if fmt not in ("solforge", "flashinfer"):
+            raise typer.BadParameter("--format is 'solforge' or 'flashinfer'")
         run = _open(directory)
-        result = run.export(out)
+        if fmt == "flashinfer":
+            from solforge.orchestrate.exchange import export_flashinfer
+
+            result = export_flashinfer(run, out)
+            console.print(f"wrote {result['traces']} FlashInfer-Trace record(s) to "
+                          f"{out / 'traces.jsonl'}")
+        else:
+            result = run.export(out)
         console.print(f"exported {len(result['exported'])} solution(s) to {out}: "
                       f"{', '.join(result['exported']) or 'none passed'}")
         console.print(summary_line(run))

@@ -72,10 +72,17 @@ CREATE INDEX IF NOT EXISTS attempts_problem ON attempts(problem);
 class Ledger:
     """A connection to a run's ledger (one per thread; the class hands them out)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
+        """``readonly``: SQLite refuses every write of this connection, and nothing is
+        created beside the file (a report or the dashboard reading a run)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
         self._local = threading.local()
+        if readonly:
+            if not self.path.is_file():
+                raise FileNotFoundError(f"{self.path}: no ledger here")
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         # executescript commits on its own: the schema is created outside a transaction
         # (every statement in it is idempotent)
         self._db().executescript(_SCHEMA)
@@ -89,11 +96,20 @@ class Ledger:
     # -- connection --------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
-        if db is None:
+        if db is None and self.readonly:
+            # a writer in WAL mode keeps a -wal file beside the ledger: read it with locks;
+            # without one no writer is there, and 'immutable' reads the file without
+            # creating the -shm and -wal files a locked read-only open would leave behind
+            live = Path(f"{self.path}-wal").exists()
+            uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("" if live else "&immutable=1")
+            db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None,
+                                 check_same_thread=False)
+        elif db is None:
             db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
                                  check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+        if getattr(self._local, "db", None) is None:
             db.row_factory = sqlite3.Row
             self._local.db = db
         return db
@@ -275,6 +291,10 @@ class Ledger:
                                "output_tokens),0), COALESCE(SUM(cost_usd),0) FROM usage"
                                ).fetchone()
         return {"input_tokens": int(r[0]), "output_tokens": int(r[1]), "cost_usd": float(r[2])}
+
+    def usage_rows(self) -> list[dict[str, Any]]:
+        """Every model call's row (ts, worker, problem, model, tokens, cost), in order."""
+        return [dict(r) for r in self._db().execute("SELECT * FROM usage ORDER BY id")]
 
     def event(self, kind: str, problem: str = "", worker: str = "", **data: Any) -> None:
         with self._tx() as db:

@@ -3,7 +3,8 @@
 One planner drives a run. It keeps a leaderboard per problem (the ledger's best verdict),
 hands **work units** (one worker, one problem, one role) to ``workers`` threads, and picks
 each next problem by headroom: ``weight * (1 - best SOL score)`` (or, where SOL is unknown,
-``weight / best speedup``); a problem nobody tried yet comes first. A problem is
+``weight / best speedup``), the weight 1 or, for a problem ``solforge extract`` wrote, its
+share of the model's time; a problem nobody tried yet comes first (by weight). A problem is
 **converged** once its SOL score reaches ``converge_sol`` while its best is at least as
 fast as its best baseline (never on SOL alone: a wrong bound would end it early), after
 ``patience`` units in a
@@ -74,6 +75,10 @@ from solforge.problems.spec import Problem
 from solforge.records.options import EvalOptions
 
 
+def _weight(p: Problem) -> float:
+    return 1.0 if p.model_share is None else p.model_share
+
+
 @dataclass
 class ProblemState:
     problem: Problem
@@ -126,9 +131,10 @@ class Planner:
         self.halted = False  # stopped by a worker, not by a budget
         settings = agent_settings or {}
         self.fns = {a: agent_factory(a)(**settings.get(a, {})) for a in set(config.agents)}
-        self.problems = {p.name: ProblemState(p) for p in problems}
+        # a problem extracted from a model weighs its share of the model's time (Amdahl)
+        self.problems = {p.name: ProblemState(p, weight=_weight(p)) for p in problems}
         for p in problems:
-            run.ledger.add_problem(p.name, str(p.path), p.category)
+            run.ledger.add_problem(p.name, str(p.path), p.category, weight=_weight(p))
         # one worker of one kind is named after its kind ("search", "llm"): the names
         # that trajectories and workspaces carry
         self.workers = [

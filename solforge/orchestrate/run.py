@@ -46,9 +46,9 @@ def default_run_dir(root: Path | None = None) -> Path:
 
 
 class Run:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, readonly: bool = False) -> None:
         self.dir = Path(directory)
-        self.ledger = Ledger(self.dir / "ledger.sqlite")
+        self.ledger = Ledger(self.dir / "ledger.sqlite", readonly=readonly)
 
     @classmethod
     def create(cls, directory: Path | None, spec: RunSpec) -> Run:
@@ -64,11 +64,12 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, directory: Path) -> Run:
+    def open(cls, directory: Path, readonly: bool = False) -> Run:
+        """An existing run; ``readonly``: its ledger opened so that nothing can be written."""
         d = Path(directory)
         if not (d / "ledger.sqlite").exists():
             raise FileNotFoundError(f"{d}: not a solforge run (no ledger.sqlite)")
-        return cls(d)
+        return cls(d, readonly=readonly)
 
     @property
     def spec(self) -> RunSpec:
@@ -147,7 +148,9 @@ class Run:
         return out
 
     def summary(self) -> dict[str, Any] | None:
-        """The run's ``solforge.summary/1`` over all its problems (failed ones count 1.0x)."""
+        """The run's ``solforge.summary/1`` over all its problems (failed ones count 1.0x),
+        with the gain per lever and ``cut_short``: the problems whose search the run's own
+        budget ended early (state ``stopped``: a resumed run goes on with them)."""
         try:
             from solforge.sol import summarize
         except ImportError:
@@ -157,6 +160,8 @@ class Run:
         summary = summarize(records, device=devices[0] if devices else self.spec.device,
                             agent=self.spec.agent)
         summary["levers"] = self.lever_gains()
+        summary["cut_short"] = [p["name"] for p in self.ledger.problems()
+                                if p["state"] == "stopped"]
         return summary
 
     def lever_gains(self) -> dict[str, dict[str, Any]]:

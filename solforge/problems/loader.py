@@ -15,8 +15,12 @@ and results beside them are not problems), and a plain file ``level<N>/<number>_
 is named ``kb_l<N>_<number>_<Name>`` with category ``L<N>`` wherever it is loaded from, so
 the CLI and the evaluator's worker, which loads the problem again by its path, agree.
 
-Not covered: problems fetched from the network; other suites' layouts (SOL-ExecBench
-folders, ...), which importers convert to files first; KernelBench level 4, whose files
+A CUDA-Agent-Ops ``.jsonl`` is a target (its rows, ``formats/rows.py``), and a folder
+holding SOL-ExecBench problem folders (``definition.json``, ``workload.jsonl``,
+``reference.py``) or a FlashInfer-Bench dataset is a target too: each definition is
+converted to a problem file first (``formats/solexec.py``) and loaded from there.
+
+Not covered: problems fetched from the network; KernelBench level 4, whose files
 import ``transformers`` and fetch model configs from the Hugging Face Hub when imported
 (without ``transformers`` they are reported as files that failed to load).
 """
@@ -27,10 +31,12 @@ import hashlib
 import importlib.util
 import re
 import sys
+import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
+from solforge.problems.formats import rows, solexec
 from solforge.problems.spec import Problem, ProblemError, problem_from_module
 
 BUILTIN_DIR = Path(__file__).parent / "corpus"
@@ -86,11 +92,15 @@ def load_problem(path: str | Path, source: str | None = None) -> Problem:
     if source is None:
         source = "builtin" if _is_under(path, BUILTIN_DIR) else "file"
     problem = problem_from_module(module, path, source=source)
+    if source == "file" and problem.origin.get("format"):
+        problem = problem.model_copy(update={"source": problem.origin["format"]})
     if problem.kernelbench_plain:
         update: dict[str, str] = {"source": "kernelbench"} if source == "file" else {}
         level = kernelbench_level(path)
         if level is not None:  # file stems repeat across levels: the level makes them unique
-            update |= {"name": f"kb_l{level}_{path.stem}", "category": f"L{level}"}
+            update |= {"name": f"kb_l{level}_{path.stem}", "category": f"L{level}",
+                       "origin": {"format": "kernelbench", "source_file": str(path),
+                                  "license": "MIT"}}
         if update:
             problem = problem.model_copy(update=update)
     return problem
@@ -199,8 +209,24 @@ def resolve_target(target: str) -> tuple[list[Problem], list[tuple[Path, str]]]:
             raise ProblemError(f"{target!r}: no targets in this comma-separated list")
         return loaded_all, broken_all
     p = Path(target)
+    if p.is_file() and p.suffix == ".jsonl":
+        return _load_rows(p)
     if p.is_file():
         return [load_problem(p)], []
+    if p.is_dir() and (defined := solexec.sources(p)):
+        loaded, broken = _load_converted(defined)
+        # problem files beside the definition folders (not their reference.py, kernel.py)
+        homes = [s.definition.parent.resolve() for s in defined]
+        others = [f for f in problem_files(p) if not any(
+            _is_under(f, h) for h in homes) and not solexec.is_dataset_file(f, p)]
+        if others:
+            more, bad = _load_files(others)
+            taken = {x.name for x in loaded}
+            loaded += [x for x in more if x.name not in taken]
+            broken += bad + [(x.path, f"{x.path}: problem name {x.name!r} is already that "
+                              "of a definition here; give it another SOLFORGE['name']")
+                             for x in more if x.name in taken]
+        return loaded, broken
     if p.is_dir():
         files = problem_files(p)
         if not files:
@@ -267,3 +293,29 @@ def _load_files(files: list[Path]) -> tuple[list[Problem], list[tuple[Path, str]
         by_name[problem.name] = f
         loaded.append(problem)
     return loaded, broken
+
+
+def _load_converted(defined: list[solexec.Source]) -> tuple[list[Problem], list[tuple[Path, str]]]:
+    """SOL-ExecBench folders / a FlashInfer-Bench dataset: each definition converted to a
+    problem file (``formats/solexec.py``) and loaded; one that does not convert or load is
+    reported by its definition file and the rest load."""
+    files: list[Path] = []
+    broken: list[tuple[Path, str]] = []
+    for src in defined:
+        try:
+            files.append(solexec.convert(src, solexec.converted_dir(src)))
+        except ProblemError as e:
+            broken.append((src.definition, str(e)))
+    loaded, more = _load_files(files)
+    return loaded, broken + more
+
+
+def _load_rows(path: Path) -> tuple[list[Problem], list[tuple[Path, str]]]:
+    """A CUDA-Agent-Ops jsonl: its rows converted (``formats/rows.py``) and loaded; a
+    duplicate row is reported with the row it repeats."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    done = rows.agent_ops(path, Path(tempfile.gettempdir()) / "solforge-converted" / digest)
+    loaded, broken = _load_files(done.files)
+    dups = [(path, f"{row}: the same code as {first}; not loaded twice")
+            for row, first in done.duplicates]
+    return loaded, [(path, why) for _, why in done.broken] + dups + broken

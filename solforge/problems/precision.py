@@ -47,6 +47,17 @@ class PrecisionClass(BaseModel):
     allow_tf32: bool = Field(
         False, description="solutions may run fp32 matmul/conv on TF32 tensor cores"
     )
+    max_abs_cap: float | None = Field(
+        None, description="no element's absolute error may exceed this, whatever the "
+        "matched ratio allows (SOL-ExecBench's max_error_cap)"
+    )
+    reject_nonfinite: bool = Field(
+        False, description="any NaN or infinity in either result fails, even where both "
+        "have it (SOL-ExecBench's rule); False: they must sit where the reference's do"
+    )
+    allow_negative_inf: bool = Field(
+        False, description="with reject_nonfinite, -inf where both results have it passes"
+    )
     description: str = ""
 
 

@@ -26,6 +26,9 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         "index_outputs": {2: {"input": 0, "dim": -1}},  # optional: output 2 holds indices
                                              # along dim -1 of input 0, judged by the values
                                              # they select (IndexOutput)
+        "model_share": 0.12,                 # optional: the fraction of its source model's
+                                             # time it takes (``solforge extract``); the
+                                             # planner weighs its headroom by it
     }
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
@@ -61,6 +64,9 @@ class Workload(BaseModel):
     cpu: bool = Field(False, description="small enough to run on a CPU in seconds")
     flops: float | None = Field(None, description="declared necessary FLOPs (overrides)")
     bytes: float | None = Field(None, description="declared necessary bytes (overrides)")
+    precision: PrecisionClass | None = Field(
+        None, description="this workload's own tolerance (a SOL-ExecBench workload's), "
+        "instead of the problem's class; the class's unit still bounds the SOL")
 
     def params_json(self) -> dict[str, Any]:
         """Params with torch dtypes and other objects rendered as strings (for records)."""
@@ -138,9 +144,15 @@ class Problem(BaseModel):
     index_outputs: dict[int, IndexOutput] = Field(
         default_factory=dict, description="integer output -> the tensor its indices select "
         "from: judged by the values selected, not the indices")
+    model_share: float | None = Field(
+        None, ge=0.0, le=1.0, description="the fraction of its source model's time it takes "
+        "(solforge extract): the planner's weight for it")
     flops_fn: Callable[[dict[str, Any]], float] | None = None
     bytes_fn: Callable[[dict[str, Any]], float] | None = None
     content_hash: str = ""
+    origin: dict[str, str] = Field(
+        default_factory=dict, description="where the problem came from: format, "
+        "source_file, license, ... (SOLFORGE['origin'], or set by the loader)")
 
     @property
     def unit(self) -> str:
@@ -153,6 +165,13 @@ class Problem(BaseModel):
                 return w
         raise KeyError(f"problem {self.name} has no workload {name!r}; "
                        f"it has {[w.name for w in self.workloads]}")
+
+    def for_workload(self, w: Workload) -> Problem:
+        """This problem judged under ``w``'s own tolerance, when it declares one."""
+        if w.precision is None:
+            return self
+        return self.model_copy(update={"precision": w.precision.model_copy(
+            update={"unit": self.precision.unit})})
 
     def visible_workloads(self) -> list[Workload]:
         return [w for w in self.workloads if w.visible]
@@ -177,6 +196,7 @@ class Problem(BaseModel):
             "precision": self.precision.name,
             "path": str(self.path),
             "description": self.description,
+            "origin": self.origin,
             "workloads": [
                 {"name": w.name, "visible": w.visible, "cpu": w.cpu, "params": w.params_json()}
                 for w in self.workloads
@@ -261,8 +281,12 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
             for k, v in ignore.items())):
         raise ProblemError(f"{path}: SOLFORGE['ignore_where_zero'] must map an output's "
                            f"index to another output's index, e.g. {{1: 0}}; got {ignore!r}")
+    share = meta.get("model_share")
+    if share is not None and not (isinstance(share, (int, float)) and 0.0 <= share <= 1.0):
+        raise ProblemError(f"{path}: SOLFORGE['model_share'] must be a fraction from 0 to 1 "
+                           f"(of the source model's time); got {share!r}")
     return Problem(
-        name=name, path=path, category=category, source=source,
+        name=name, model_share=share, path=path, category=category, source=source,
         models=list(meta.get("models") or []), precision=precision,
         description=str(meta.get("description") or (module.__doc__ or "").strip()),
         workloads=workloads, distributions=dists, train_mode=bool(meta.get("train_mode")),
@@ -270,7 +294,19 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
         sol_unit=meta.get("sol_unit"), ignore_where_zero=dict(ignore),
         index_outputs=_index_outputs(path, meta.get("index_outputs"), ignore),
         content_hash=file_hash(path),
+        origin=_origin(path, meta.get("origin")),
     )
+
+
+def _origin(path: Path, raw: Any) -> dict[str, str]:
+    """SOLFORGE['origin'] checked: a dict of strings (format, source_file, license, ...)."""
+    if raw is None:
+        return {}
+    if not (isinstance(raw, dict) and all(isinstance(k, str) for k in raw)):
+        raise ProblemError(f"{path}: SOLFORGE['origin'] must be a dict of strings, e.g. "
+                           "{'format': 'sol-execbench', 'source_file': '...', 'license': "
+                           f"'Apache-2.0'}}; got {raw!r}")
+    return {k: str(v) for k, v in raw.items() if v is not None}
 
 
 _INDEX_EXAMPLE = ("{1: {'input': 0, 'dim': -1}} (output 1 holds indices along dim -1 of "

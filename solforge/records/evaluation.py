@@ -65,6 +65,9 @@ class WorkloadResult(BaseModel):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     mismatch_ratio: float | None = None
+    error_by_distribution: dict[str, list[float]] = Field(
+        default_factory=dict, description="per input distribution of the trials: "
+        "[max abs error, max rel error] over the trials drawn from it")
     golden_max_abs_error: float | None = Field(
         None, description="candidate against a float64 run of the reference, where affordable")
     reference_golden_max_abs_error: float | None = Field(
@@ -75,6 +78,12 @@ class WorkloadResult(BaseModel):
     time_spread: float | None = Field(
         None, description="(p75 - p25) / median of the kernel times: the run's own noise")
     timed_calls: int = 0
+    round_ms: list[float] = Field(
+        default_factory=list, description="interleaved rounds (rounds > 1): the candidate's "
+        "median kernel time of each round, in order")
+    round_baseline_ms: dict[str, list[float]] = Field(
+        default_factory=dict, description="interleaved rounds: per baseline (eager, "
+        "compile) its median kernel time of each round, beside round_ms")
     idle_cpu_s: float | None = Field(
         None, description="CPU seconds the candidate's processes used while the runner had "
         "no request during this workload's timing (the background_work check)")
@@ -82,6 +91,10 @@ class WorkloadResult(BaseModel):
         None, description="wall seconds of those idle windows")
     eager_ms: float | None = None
     compile_ms: float | None = None
+    compile_within_tolerance: bool | None = Field(
+        None, description="the compile baseline's own outputs pass the problem's tolerance "
+        "(checked once per workload when it is compiled; None: not known). False: its time "
+        "is kept, but it is not the best baseline")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     kernels: list[str] = Field(default_factory=list, description="kernel names one call launched")
@@ -215,13 +228,15 @@ class EvaluationRecord(BaseModel):
 
 
 def speedup_vs_best(record: EvaluationRecord | Mapping[str, Any]) -> float | None:
-    """Geomean over a record's timed workloads of best(eager, compile) / its time; None
-    when no workload has both. Takes the record or its JSON form (a ledger row)."""
+    """Geomean over a record's timed workloads of best(eager, compile) / its time (a
+    compile baseline outside the problem's tolerance does not count); None when no
+    workload has both. Takes the record or its JSON form (a ledger row)."""
     workloads = record.get("workloads", []) if isinstance(record, Mapping) else [
         w.model_dump() for w in record.workloads]
     ratios = []
     for w in workloads:
-        base = best_baseline_ms(w.get("eager_ms"), w.get("compile_ms"))
+        base = best_baseline_ms(w.get("eager_ms"), w.get("compile_ms"),
+                                w.get("compile_within_tolerance") is not False)
         if base is not None and w.get("time_ms"):
             ratios.append(base / w["time_ms"])
     return geomean(ratios)

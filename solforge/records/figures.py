@@ -30,7 +30,10 @@ def geomean(values: Iterable[float | None]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def best_baseline_ms(eager_ms: float | None, compile_ms: float | None) -> float | None:
-    """The faster of the measured baselines (a missing or zero figure is not measured)."""
-    known = [t for t in (eager_ms, compile_ms) if t]
+def best_baseline_ms(eager_ms: float | None, compile_ms: float | None,
+                     compile_counts: bool = True) -> float | None:
+    """The faster of the measured baselines (a missing or zero figure is not measured;
+    ``compile_counts`` False: a compile baseline outside the problem's tolerance, eager
+    alone)."""
+    known = [t for t in (eager_ms, compile_ms if compile_counts else None) if t]
     return min(known) if known else None

@@ -14,6 +14,12 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    compiled candidates next when torch.compile beat it, CUDA-graph replays last, and of
    those only ``graph_candidates``, the replay of the best candidate so far first:
    ``candidates.graphs_of_the_best_first``).
+   When torch.compile's baseline beat the reference, the candidate that is that baseline
+   (the reference compiled in the baseline's own mode) goes first and is owed: it is
+   evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
+   cut never keeps a solution slower than the best baseline for want of it.
+   The budgets scale with the reference's gap to speed of light (``budget.gap_scale``),
+   and the exploration ends once a passing candidate reaches ``sol_done``.
    Skipped: a family after ``family_failures`` failed candidates, a candidate whose
    parent failed, anything past a budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
@@ -91,9 +97,10 @@ from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
 from solforge.records.evaluation import EvaluationRecord
-from solforge.search.budget import PhaseClock, charged_seconds
+from solforge.search.budget import PhaseClock, charged_seconds, gap_scale
 from solforge.search.candidates import (
     Candidate,
+    baseline_first,
     generate_candidates,
     graphs_of_the_best_first,
     reorder_after_reference,
@@ -123,6 +130,10 @@ class _Search:
         self.led, self.name, self.worker = run.ledger, problem.name, config.worker
         self.on_event = on_event or (lambda kind, **data: None)
         self.cut_short = ""  # why the exploration ended early (the run stopping)
+        # candidates evaluated whatever the budgets and the stop say (``baseline_first``)
+        self.owed: set[str] = set()
+        # the budgets' share by the reference's gap to speed of light (``gap_scale``)
+        self.scale = 1.0
         self.attempts: dict[str, int] = {}           # candidate name -> attempt id
         self.visible: dict[str, EvaluationRecord] = {}
         # attempts of any search worker on this problem (the planner names later units
@@ -258,7 +269,7 @@ def _search(s: _Search) -> WorkerResult:
     result = WorkerResult(problem=name, status="error")
     opts = s.evaluator.options
     s.event("worker_started", agent="search", device=opts.device)
-    ctx = search_context(s.problem, opts.device)
+    ctx = search_context(s.problem, opts.device, opts.compile_mode)
     if ctx.trace_error:
         s.event("trace_failed", message=ctx.trace_error)
     for err in ctx.pattern_errors:
@@ -318,17 +329,24 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
                  spent: float, clock: PhaseClock, failures: Counter[str],
                  failed: set[str], graphs: int) -> str | None:
     cfg = s.config
+    if c.name in s.owed:
+        return None
     stopping = s.stop()
     if stopping and any(r.passed for r in s.visible.values()):
         return f"{STOPPING} ({stopping}); the best so far is kept"
+    best_sol = max((r.sol_score for r in s.visible.values()
+                    if r.passed and r.sol_score is not None), default=None)
+    if best_sol is not None and best_sol >= cfg.sol_done:
+        return f"SOL score {best_sol:.2f} reached (sol_done {cfg.sol_done}): the gap is closed"
     if tried >= limit:
         return f"max_candidates ({limit}) reached"
-    if spent >= cfg.gpu_seconds:
-        return f"gpu_seconds budget spent ({spent:.0f} s)"
-    if clock.compile_s >= cfg.compile_seconds:
-        return f"compile_seconds budget spent ({clock.compile_s:.0f} s)"
-    if c.cost > cfg.gpu_seconds - spent:
-        return f"estimated {c.cost:.0f} s, more than the {cfg.gpu_seconds - spent:.0f} s left"
+    gpu_s, compile_s = cfg.gpu_seconds * s.scale, cfg.compile_seconds * s.scale
+    if spent >= gpu_s:
+        return f"gpu_seconds budget spent ({spent:.0f} of {gpu_s:.0f} s)"
+    if clock.compile_s >= compile_s:
+        return f"compile_seconds budget spent ({clock.compile_s:.0f} of {compile_s:.0f} s)"
+    if c.cost > gpu_s - spent:
+        return f"estimated {c.cost:.0f} s, more than the {gpu_s - spent:.0f} s left"
     if "cuda_graphs" in c.levers and graphs >= cfg.graph_candidates:
         return f"graph_candidates ({cfg.graph_candidates}) reached"
     if failures[c.family] >= cfg.family_failures:
@@ -390,11 +408,19 @@ def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
                 for x in (x for x in queue if "compile" in x.levers):
                     s.event("skipped", candidate=x.name, reason=slow)
                 queue = [x for x in queue if "compile" not in x.levers]
+            if c.family == "reference" and s.config.budget_by_gap:
+                s.scale = gap_scale(record)
+                if s.scale != 1.0:
+                    s.event("budget_scaled", scale=round(s.scale, 2),
+                            sol_score=record.sol_score)
             if c.family == "reference" and queue:
-                reordered = reorder_after_reference(queue, record)
+                reordered, owed = baseline_first(reorder_after_reference(queue, record),
+                                                 record)
+                if owed is not None:
+                    s.owed.add(owed)
                 if [x.name for x in reordered] != [x.name for x in queue]:
                     s.event("reordered", names=[x.name for x in reordered],
-                            speedup_vs_compile=record.speedup_vs_compile)
+                            speedup_vs_compile=record.speedup_vs_compile, owed=owed)
                 queue = reordered
     s.event("budget", candidates=tried, eval_seconds=round(spent, 1),
             compile_seconds=round(clock.compile_s, 1))

@@ -17,6 +17,23 @@ from typing import Any
 from solforge.records.evaluation import EvaluationRecord
 
 CHARGED_PHASES = ("candidate", "policy", "timing", "host_clock")
+# the gap to speed of light at which the budgets stay as set, and the scale's bounds
+GAP_AT_SET_BUDGET = 0.5
+GAP_SCALE_BOUNDS = (0.5, 2.0)
+
+
+def gap_scale(reference: EvaluationRecord) -> float:
+    """How much of its budgets a problem's search gets by the reference's measured gap to
+    speed of light (``SearchConfig.budget_by_gap``): ``(1 - sol) / GAP_AT_SET_BUDGET``
+    within ``GAP_SCALE_BOUNDS``; 1.0 when the reference failed or has no SOL score.
+
+    Not covered: the problem's share of a model's time (a problem extracted from a model
+    carries it; the planner's headroom uses it to choose problems, not this scale)."""
+    sol = reference.sol_score if reference.passed else None
+    if sol is None:
+        return 1.0
+    lo, hi = GAP_SCALE_BOUNDS
+    return min(hi, max(lo, (1.0 - min(sol, 1.0)) / GAP_AT_SET_BUDGET))
 
 
 def charged_seconds(record: EvaluationRecord, wall_s: float) -> float:

@@ -37,7 +37,7 @@ from solforge.search.trace import TracedReference, TraceError, trace_reference
 # The fixed lever vocabulary: what a kept solution says it used, so a summary can
 # attribute the gain.
 LEVERS = ("compile", "compile_max_autotune", "cuda_graphs", "tf32", "lowp_tensor_cores",
-          "cudnn_benchmark",
+          "cudnn_benchmark", "inductor_tuning", "freezing", "blas_choice",
           "channels_last", "library_kernel", "fusion", "sdpa", "autotune")
 
 
@@ -73,6 +73,9 @@ class SearchContext:
     problem: Problem
     device: str
     module: ModuleType
+    # the torch.compile mode of the evaluator's compile baseline (``EvalOptions.compile_mode``):
+    # the ``compile`` candidate is compiled the same way, so it is that baseline as a solution
+    compile_mode: str = "default"
     traced: TracedReference | None = None
     trace_error: str | None = None
     matches: list[Match] = field(default_factory=list)
@@ -86,8 +89,9 @@ class SearchContext:
 Generator = Callable[[SearchContext], Iterable[Candidate]]
 # the built-in families (``families.py``), by import path; plug-ins add rows
 _GENERATORS: dict[str, str | Generator] = {
-    name: f"solforge.search.families:{name}_family"
-    for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")
+    **{name: f"solforge.search.families:{name}_family"
+       for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")},
+    "inductor": "solforge.search.inductor:inductor_family",
 }
 _PLUGINS_LOADED = False
 
@@ -115,12 +119,15 @@ def generators() -> dict[str, Generator]:
     return {name: lookup(_GENERATORS, name, "search generator") for name in list(_GENERATORS)}
 
 
-def search_context(problem: Problem, device: str) -> SearchContext:
+def search_context(problem: Problem, device: str, compile_mode: str = "default"
+                   ) -> SearchContext:
     """Import the reference, trace it (see ``trace.py``) and find library patterns. A
     reference that cannot be traced, or a pattern that fails, costs only the graph
-    rewrites (``trace_error``, ``pattern_errors``)."""
+    rewrites (``trace_error``, ``pattern_errors``). ``compile_mode``: the compile
+    baseline's mode (the ``compile`` candidate's)."""
     module = import_file(problem.path, prefix="solforge_search_reference")
-    ctx = SearchContext(problem=problem, device=device, module=module)
+    ctx = SearchContext(problem=problem, device=device, module=module,
+                        compile_mode=compile_mode)
     try:
         ctx.traced = trace_reference(problem, module)
     except TraceError as e:
@@ -223,6 +230,37 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
         return 0 if promote and "compile" in c.levers and c.cost <= cheap else 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))
+
+
+# the candidate that is torch.compile's baseline as a solution (``families.compile_family``)
+BASELINE_CANDIDATE = "compile"
+
+
+def baseline_first(rest: list[Candidate], reference: EvaluationRecord
+                   ) -> tuple[list[Candidate], str | None]:
+    """When torch.compile's baseline beat the reference (``speedup_vs_compile`` below 1),
+    the candidate that is that baseline (``BASELINE_CANDIDATE``: the reference compiled in
+    the baseline's own mode) moves to the head of ``rest``, and its name comes back as
+    owed: the search evaluates it whatever its budgets and the run's stop say, so a cut
+    can never leave the reference, slower than the best baseline, as the only passing
+    candidate. Otherwise ``rest`` as it is and ``None``.
+
+    Nothing is owed when the compile baseline's outputs fail the problem's tolerance on
+    every workload (``WorkloadResult.compile_within_tolerance``): the candidate would too.
+
+    Not covered: a baseline the candidate cannot reproduce (a compile that fails or
+    recompiles inside the runner fails or times as itself; the verdict then keeps the
+    best of what passed)."""
+    vs_compile = reference.speedup_vs_compile
+    if not reference.passed or vs_compile is None or vs_compile >= 1.0:
+        return rest, None
+    timed = [w for w in reference.workloads if w.compile_ms]
+    if timed and all(w.compile_within_tolerance is False for w in timed):
+        return rest, None  # the baseline's own outputs fail the tolerance: so would it
+    owed = [c for c in rest if c.name == BASELINE_CANDIDATE]
+    if not owed:
+        return rest, None
+    return owed + [c for c in rest if c.name != BASELINE_CANDIDATE], BASELINE_CANDIDATE
 
 
 def graphs_of_the_best_first(queue: list[Candidate], scores: dict[str, float]

@@ -56,6 +56,16 @@ class SearchConfig(BaseModel):
     oom_retries: int = Field(
         1, ge=0, description="evaluations a candidate that ran out of GPU memory gets again "
         "(another evaluator sharing the GPU may have held the memory)")
+    sol_done: float = Field(
+        0.9, gt=0, le=1.0, description="the exploration ends once a passing candidate's "
+        "SOL score (geomean over the visible workloads) reaches this: the gap to the "
+        "hardware's limit is closed, more candidates would only spend the device's slot")
+    budget_by_gap: bool = Field(
+        True, description="scale ``gpu_seconds`` and ``compile_seconds`` by the reference's "
+        "measured gap to speed of light: (1 - its SOL score) / 0.5, clamped to "
+        "[0.5, 2.0] (a reference at SOL 0.5 keeps the budgets as set; one at 0.1 gets "
+        "1.8x; one at 0.9 or above half); no SOL score (no calibrated ceilings, no work "
+        "counts): the budgets as set")
     resume: bool = Field(True, description="reuse earlier search attempts and evaluations "
                          "of the same source on this problem (a later unit goes on where "
                          "an earlier one stopped)")

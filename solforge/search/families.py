@@ -13,6 +13,8 @@ family             candidates                                                   
                                                                                       with a matmul or conv
 ``conv``           cuDNN autotuning (GPU); channels-last weights and inputs, with    problems with a
                    and without compile                                                convolution
+``inductor``       TorchInductor settings beyond the modes (``inductor.py``):         every problem;
+                   coordinate-descent tuning, freezing, max-autotune's templates      see inductor.py
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
                    all matches together; on a GPU also each kind alone when there      has a pattern
                    are several; SDPA-only rewrites also under compile; CUDA graphs
@@ -74,9 +76,12 @@ class Wrap:
     """How a candidate's forward is run: decorators around it, inputs converted in it."""
 
     compile_mode: str | None = None
+    # TorchInductor options instead of a mode (torch.compile takes one or the other)
+    compile_options: tuple[tuple[str, Any], ...] = ()
     cuda_graphs: bool = False
     tf32: bool = False
     cudnn_benchmark: bool = False
+    blas: str | None = None  # preferred BLAS library during the forward
     channels_last: bool = False
 
     def empty(self) -> bool:
@@ -86,14 +91,17 @@ class Wrap:
         """Decorator lines, outermost first, and the imports they need."""
         decos, imports = [], []
         flags = [f for f, on in (("tf32=True", self.tf32),
-                                 ("cudnn_benchmark=True", self.cudnn_benchmark)) if on]
+                                 ("cudnn_benchmark=True", self.cudnn_benchmark),
+                                 (f"blas={self.blas!r}", self.blas is not None)) if on]
         if flags:
             decos.append(f"backend_flags({', '.join(flags)})")
             imports.append("from solforge.search.runtime import backend_flags")
         if self.cuda_graphs:
             decos.append("cuda_graphed")
             imports.append("from solforge.search.runtime import cuda_graphed")
-        if self.compile_mode is not None:
+        if self.compile_options:
+            decos.append(f"torch.compile(options={dict(self.compile_options)!r})")
+        elif self.compile_mode is not None:
             decos.append(f"torch.compile(mode={self.compile_mode!r})")
         return decos, imports
 
@@ -179,17 +187,21 @@ def reference_family(ctx: SearchContext):
 
 def compile_family(ctx: SearchContext):
     cost = COST["compile_gpu" if ctx.gpu else "compile_cpu"]
+    # compiled the way the evaluator compiles its baseline: this candidate is that baseline
+    # as a solution, the one the search owes when torch.compile beat the reference
+    # (``candidates.baseline_first``)
+    mode = ctx.compile_mode
     yield make_candidate(
         ctx, name="compile", family="compile",
-        summary="the reference compiled by TorchInductor (mode 'default')",
+        summary=f"the reference compiled by TorchInductor (mode {mode!r}, the baseline's)",
         details=["Inductor fuses the elementwise work around GEMMs into generated kernels",
                  "(Triton on a GPU, C++/OpenMP on a CPU); each new shape compiles once,",
                  "inside the evaluator's warm-up."],
-        levers=["compile"], cost=cost, wrap=Wrap(compile_mode="default"),
+        levers=["compile"], cost=cost, wrap=Wrap(compile_mode=mode),
         reasoning="Generic operator fusion: fewer kernels and fewer round trips through "
                   "memory for the elementwise and reduction work, with no change to the "
                   "math beyond fp32 accumulation order.")
-    if ctx.gpu:
+    if ctx.gpu and mode != "max-autotune-no-cudagraphs":
         yield make_candidate(
             ctx, name="compile_max_autotune", family="compile", parent="compile",
             summary="the reference compiled with mode 'max-autotune-no-cudagraphs'",

@@ -39,12 +39,18 @@ def _source(ctx: SearchContext) -> str:
 
 def has_fp32_matmul(ctx: SearchContext) -> bool:
     """An fp32 matmul, linear or convolution in the reference (graph, else source)."""
+    return has_matmul(ctx, dtype="torch.float32")
+
+
+def has_matmul(ctx: SearchContext, dtype: str | None = None) -> bool:
+    """A matmul, linear or convolution in the reference (graph, else source; ``dtype``:
+    of that dtype only, read from the graph)."""
     if ctx.traced is None:
         return bool(_MATMUL_SRC.search(_source(ctx)))
     for name, n in _graph_ops(ctx):
         val = n.meta.get("val")
         if name in _MATMUL_OPS and getattr(val, "dtype", None) is not None \
-                and str(val.dtype) == "torch.float32":
+                and (dtype is None or str(val.dtype) == dtype):
             return True
     return False
 

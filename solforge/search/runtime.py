@@ -21,22 +21,31 @@ from torch.utils._pytree import tree_map
 
 
 @contextmanager
-def backend_flags(*, tf32: bool | None = None, cudnn_benchmark: bool | None = None
-                  ) -> Iterator[None]:
-    """Set the TF32 and cuDNN-autotuning switches for the duration of a call, then put
-    back what was there (the flags are process-wide)."""
+def backend_flags(*, tf32: bool | None = None, cudnn_benchmark: bool | None = None,
+                  blas: str | None = None) -> Iterator[None]:
+    """Set the TF32 and cuDNN-autotuning switches, and the preferred BLAS library
+    (``blas``: ``"cublas"`` or ``"cublaslt"``, ``torch.backends.cuda.preferred_blas_library``),
+    for the duration of a call, then put back what was there (the flags are process-wide).
+    Without CUDA the BLAS choice is left alone (it applies to CUDA GEMMs only)."""
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.backends.cudnn.benchmark)
+    if not torch.cuda.is_available():
+        blas = None
+    saved_blas = torch.backends.cuda.preferred_blas_library() if blas is not None else None
     try:
         if tf32 is not None:
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.backends.cudnn.allow_tf32 = tf32
         if cudnn_benchmark is not None:
             torch.backends.cudnn.benchmark = cudnn_benchmark
+        if blas is not None:
+            torch.backends.cuda.preferred_blas_library(blas)
         yield
     finally:
         (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
          torch.backends.cudnn.benchmark) = saved
+        if saved_blas is not None:
+            torch.backends.cuda.preferred_blas_library(saved_blas)
 
 
 def exact_lowp_matmul(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor | None = None,

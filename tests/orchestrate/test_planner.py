@@ -178,6 +178,10 @@ def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path, monk
     from solforge.orchestrate.cut_short import cut_short_units
 
     assert cut_short_units(led) == {unit["id"]}
+    from solforge.cli.runs import summary_line
+
+    assert run.summary()["cut_short"] == ["kb_relu"]
+    assert "cut short by the run's budget (resume to go on): kb_relu" in summary_line(run)
 
     again = Planner(Run.open(run.dir), [RELU], config.model_copy(update={"budgets": Budgets()}),
                     fast_options(), settings)
@@ -189,6 +193,7 @@ def test_a_search_unit_cut_short_by_the_stop_goes_on_when_resumed(tmp_path, monk
     # the reference was not judged again
     assert len(led.evaluations(kind="visible")) == 2
     assert {p["name"]: p["state"] for p in led.problems()} == {"kb_relu": "converged"}
+    assert run.summary()["cut_short"] == [] and "cut short" not in summary_line(run)
 
 
 def test_a_reopened_problem_gets_one_more_unit_reusing_what_was_judged(tmp_path, monkeypatch):

@@ -196,6 +196,42 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
     assert sorted(slow) == sorted(c.name for c in rest)
 
 
+def test_the_compile_baseline_as_a_candidate_is_owed_when_it_beat_the_reference():
+    # on KernelBench at real sizes a planner's wall budget ended before the compiled
+    # candidate ran, and the kept solution (the reference) came to 0.66x the best baseline
+    from solforge.records.evaluation import EvaluationRecord, Status
+    from solforge.search.candidates import BASELINE_CANDIDATE, baseline_first
+
+    def ref(vs_compile, status=Status.PASSED):
+        return EvaluationRecord(problem="p", solution="s", status=status,
+                                speedup_vs_eager=1.0, speedup_vs_compile=vs_compile)
+
+    problem = find_builtin("fp8_gemm_per_tensor_llama3")
+    cands, _ = generate_candidates(search_context(problem, "cuda"))
+    rest = cands[1:]
+    queue, owed = baseline_first(rest, ref(0.69))
+    assert owed == BASELINE_CANDIDATE == queue[0].name
+    assert sorted(c.name for c in queue) == sorted(c.name for c in rest)
+    assert [c.name for c in queue[1:]] == [c.name for c in rest if c.name != "compile"]
+    # compile no faster than the reference, no compile baseline, a failed reference
+    for record in (ref(1.0), ref(None), ref(0.5, Status.RUNTIME_ERROR)):
+        assert baseline_first(rest, record) == (rest, None)
+    # the compile baseline's own outputs outside the tolerance: the candidate would fail too
+    from solforge.records.evaluation import WorkloadResult
+
+    outside = ref(0.4)
+    outside.workloads = [WorkloadResult(name="w", compile_ms=1.0, compile_within_tolerance=False)]
+    assert baseline_first(rest, outside) == (rest, None)
+    # no compile candidate among those left (its family not selected): nothing owed
+    assert baseline_first([c for c in rest if c.name != "compile"], ref(0.5))[1] is None
+    # the candidate is compiled the way the baseline is
+    tuned = "max-autotune-no-cudagraphs"
+    cands, _ = generate_candidates(search_context(problem, "cuda", compile_mode=tuned),
+                                   ["compile"])
+    assert [c.name for c in cands] == ["compile"]
+    assert f"torch.compile(mode={tuned!r})" in cands[0].source
+
+
 def test_after_the_reference_the_native_lowp_gemm_comes_before_compiled_candidates():
     # on the H200 on 2026-12-02 the promoted compiled candidates took a four-candidate
     # budget's last slots and the FP8 GEMM on its own tensor cores never ran

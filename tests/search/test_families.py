@@ -118,3 +118,38 @@ def test_native_lowp_candidate_passes_the_evaluator(ev, tmp_path, problem):
     kind = "fp8" if problem.startswith("fp8") else "int8"
     q = torch.float8_e4m3fn if kind == "fp8" else torch.int8
     assert runtime._native_shape(torch.zeros(32, 64).to(q), torch.zeros(48, 64).to(q)) == kind
+
+
+def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
+    from torch._inductor import config
+
+    from solforge.search.inductor import inductor_family
+
+    for device in ("cpu", "cuda"):
+        ctx = search_context(find_builtin("swiglu_mlp_llama3"), device)
+        cands = list(inductor_family(ctx))
+        names = [c.name for c in cands]
+        assert "inductor:freezing" in names  # GEMM weights to freeze and pre-pack
+        assert ("inductor:coordinate_descent" in names) == (device == "cuda")
+        assert ("blas:cublaslt" in names) == (device == "cuda")
+        for c in cands:
+            if c.name == "blas:cublaslt":
+                assert "@backend_flags(blas='cublaslt')" in c.source
+                continue
+            (line,) = [x for x in c.source.splitlines() if "@torch.compile(options=" in x]
+            options = eval(line.strip()[len("@torch.compile(options="):-1])
+            assert options and all(hasattr(config, k) for k in options), line
+            assert c.parent in ("compile", "compile_max_autotune") and "compile" in c.levers
+    # the BLAS switch is put back after the call, and left alone without CUDA
+    from solforge.search.runtime import backend_flags
+
+    before = torch.backends.cuda.preferred_blas_library()
+    with backend_flags(blas="cublaslt"):
+        pass
+    assert torch.backends.cuda.preferred_blas_library() == before
+    # the template autotuning needs a GEMM or a convolution, and a GPU; a norm's one
+    # weight vector is not worth freezing
+    assert "inductor:autotune_templates" in names
+    norm = [c.name for c in inductor_family(search_context(find_builtin("rmsnorm_llama3"),
+                                                           "cuda"))]
+    assert norm == ["inductor:coordinate_descent"]  # no GEMM: no BLAS choice either

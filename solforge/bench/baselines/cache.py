@@ -92,6 +92,13 @@ def unavailable_key(problem: Problem, w: Workload, opts: EvalOptions, name: str)
     return workload_key(problem, w, opts, name, {"unavailable": True})
 
 
+def tolerance_key(problem: Problem, w: Workload, opts: EvalOptions, name: str) -> str:
+    """Where a compile baseline's agreement with the reference, at the problem's own
+    tolerance, is remembered: like unavailability, a property of the reference, the device
+    and the libraries, read by every timing configuration."""
+    return workload_key(problem, w, opts, name, {"within_tolerance": True})
+
+
 def cached_entries(opts: EvalOptions, key_of: Callable[[str], str]) -> dict[str, dict]:
     """Per baseline kind of ``opts``, the cache's entry under ``key_of(label)``, where it
     has one."""

@@ -59,6 +59,11 @@ class WorkloadBaselines:
         note_unavailable(res, self.opts, known_unavailable(self.problem, self.workload,
                                                            self.opts))
 
+    def note_tolerance(self, res: WorkloadResult) -> None:
+        """Whether the compile baseline agreed with the reference at the problem's
+        tolerance (checked when it was compiled), into the result."""
+        measurement.note_tolerance(self.problem, self.workload, self.opts, res)
+
     def interleaved(self, prepared: dict[str, Any], pool: list[list[Any]], cfg: TimingConfig,
                     device: torch.device) -> Interleaved:
         """Fresh figures measured round by round beside the candidate (never cached)."""

@@ -88,6 +88,10 @@ def correctness_trials(ctx: WorkloadContext) -> Status | None:
         except RunnerFailure as e:
             return runner_failed(res, e)
         out = owned(reply["outputs"])
+        if "background_thread" in reply.get("flags", []):
+            return hacked(res, "background_thread", "the call started a thread running the "
+                          "solution's own code that was still alive when it returned (work "
+                          "may go on past the harness's clock)")
         if "lazy_output" in reply.get("flags", []):
             return hacked(res, "lazy_output", "an output is a tensor subclass, not a plain "
                          "torch.Tensor (outputs must be materialised when the call returns)")
@@ -105,6 +109,9 @@ def correctness_trials(ctx: WorkloadContext) -> Status | None:
         res.max_abs_error = max(res.max_abs_error or 0.0, cmp.max_abs_error)
         res.max_rel_error = max(res.max_rel_error or 0.0, cmp.max_rel_error)
         res.mismatch_ratio = max(res.mismatch_ratio or 0.0, cmp.mismatch_ratio)
+        seen = res.error_by_distribution.get(dist, [0.0, 0.0])
+        res.error_by_distribution[dist] = [max(seen[0], cmp.max_abs_error),
+                                           max(seen[1], cmp.max_rel_error)]
         if t == 0:
             res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
                 ref, x, s, ref_out, out)

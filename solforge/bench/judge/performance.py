@@ -152,6 +152,8 @@ def _timing(ctx: WorkloadContext, pool_or_maker: list[list[Any]] | Callable[[], 
             if status is not None:
                 return status
             kernel += reply["kernel_ms"]
+            if rounds > 1 and reply["kernel_ms"]:
+                res.round_ms.append(median(reply["kernel_ms"]))
             latency += reply["latency_ms"]
             res.kernels = list(reply.get("kernels", []))[:64]
             if interleaved is not None:
@@ -208,6 +210,7 @@ def _timing(ctx: WorkloadContext, pool_or_maker: list[list[Any]] | Callable[[], 
     clock = probes.clock_check(res, base, opts.device)
     if idle or clock:
         return idle or clock
+    ctx.baselines.note_tolerance(res)
     if res.time_ms and res.eager_ms:
         res.speedup_vs_eager = res.eager_ms / res.time_ms
     if res.time_ms and res.compile_ms:

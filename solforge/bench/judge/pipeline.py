@@ -212,7 +212,8 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
             plan = _plan(judge, module, w, alone)
             ticket = _admit(judge, plan, w)
             ctx = WorkloadContext(
-                judge=judge, problem=problem, module=module, workload=w, timed=timed,
+                judge=judge, problem=problem.for_workload(w), module=module, workload=w,
+                timed=timed,
                 runner=runner, opts=opts, deadline=deadline, seed=seed,
                 res=WorkloadResult(name=w.name, visible=w.visible, params=w.params_json(),
                                    memory=plan),

@@ -5,7 +5,9 @@ problem's precision class). A problem passes when every output has the reference
 structure, shape and dtype, non-finite values sit exactly where the reference has them
 (same kind: NaN for NaN, +inf for +inf), the fraction of failing elements is within the
 precision class's allowance, and no element is worse than ``worst_error_factor`` times
-its tolerance.
+its tolerance. A workload's own class (SOL-ExecBench tolerances) may also cap the absolute
+error (``max_abs_cap``) and reject every non-finite value (``reject_nonfinite``, with
+matching ``-inf`` allowed under ``allow_negative_inf``).
 
 Integer and boolean outputs (indices, masks, counts) must match exactly, except int8/uint8
 outputs of an int8-class problem (quantized codes, one step off at ties), and elements a
@@ -90,9 +92,16 @@ def _close(a: torch.Tensor, b: torch.Tensor, pc: PrecisionClass) -> tuple[int, i
     for lo in range(0, n, _CHUNK):
         x = a[lo:lo + _CHUNK].to(torch.float64)
         r = b[lo:lo + _CHUNK].to(torch.float64)
+        if pc.allow_negative_inf:  # both -inf: a match, left out of the error statistics
+            both_neg = (r == -math.inf) & (x == -math.inf)
+            r, x = torch.where(both_neg, 0.0, r), torch.where(both_neg, 0.0, x)
         fin_r = torch.isfinite(r)
         fin_x = torch.isfinite(x)
-        if not bool(fin_r.all()) or not bool(fin_x.all()):
+        if pc.reject_nonfinite and not (bool(fin_r.all()) and bool(fin_x.all())):
+            where = "the reference's" if not bool(fin_r.all()) else "the candidate's"
+            problem = problem or (f"{where} result has NaN or infinity (this workload's "
+                                  "tolerance rejects non-finite values)")
+        elif not bool(fin_r.all()) or not bool(fin_x.all()):
             nan_r, nan_x = torch.isnan(r), torch.isnan(x)
             if not torch.equal(nan_r, nan_x):
                 problem = "NaN where the reference has none" if bool((nan_x & ~nan_r).any()) \
@@ -139,6 +148,10 @@ def _within_class(mism: int, total: int, worst: float, pc: PrecisionClass
     allowed_count = max(allowed * total, 1.0) if allowed > 0 else 0.0
     ok = mism <= allowed_count + 1e-9 and (mism == 0 or worst <= pc.worst_error_factor)
     return ok, allowed, allowed_count
+
+
+def _over_cap(max_abs: float, pc: PrecisionClass) -> bool:
+    return pc.max_abs_cap is not None and max_abs > pc.max_abs_cap
 
 
 def _class_message(mism: int, total: int, worst: float, max_abs: float, pc: PrecisionClass,
@@ -240,10 +253,14 @@ def compare(out: Any, ref: Any, pc: PrecisionClass,
         max_abs, max_rel, worst = max(max_abs, a), max(max_rel, rel), max(worst, w)
     ratio = mism / total if total else 0.0
     ok, _, _ = _within_class(mism, total, worst, pc)
-    c = Comparison(Status.PASSED if ok else Status.INCORRECT_NUMERICAL, "", max_abs, max_rel,
-                   ratio, worst)
+    capped = _over_cap(max_abs, pc)
+    c = Comparison(Status.PASSED if ok and not capped else Status.INCORRECT_NUMERICAL, "",
+                   max_abs, max_rel, ratio, worst)
     if not ok:
         c.message = _class_message(mism, total, worst, max_abs, pc)
+    elif capped:
+        c.message = (f"max abs error {max_abs:.3g} is over this workload's cap "
+                     f"{pc.max_abs_cap:g} (max_error_cap)")
     return c
 
 

@@ -150,13 +150,29 @@ class Runner:
         I.synchronize(self.device)
         return {"ok": True}
 
+    def _own_threads(self, before: set[threading.Thread]) -> bool:
+        """A thread the call started, still alive, running a function of the solution's
+        file (compilers' and pools' threads run library code and do not count)."""
+        own = getattr(self.solution_mod, "__file__", None)
+        for t in threading.enumerate():
+            if t in before or not t.is_alive():
+                continue
+            fn = getattr(t, "_target", None) or type(t).run
+            code = getattr(fn, "__code__", None)
+            if own and code is not None and code.co_filename == own:
+                return True
+        return False
+
     def op_run(self, msg: dict) -> dict:
         before = threading.active_count()
+        alive = set(threading.enumerate())
         out = self._forward(msg["inputs"], msg["seed"])
         from solforge.bench.measure.inputs import synchronize
 
         synchronize(self.device)
         flat, flags = self._plain(out)
+        if self._own_threads(alive):
+            flags.append("background_thread")
         after = threading.active_count()
         return {"ok": True, "outputs": flat, "flags": flags, "threads": [before, after],
                 "structure": type(out).__name__, "peak_mb": self._peak_mb(),

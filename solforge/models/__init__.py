@@ -1,0 +1,12 @@
+"""From a model and back: extract its problems, apply kept solutions to it, validate it.
+
+- ``extract.py``: a live model's repeated modules as problem files, ranked by their share of
+  the model's time (``source.py`` builds the model, ``capture.py`` hooks it, ``rebuild.py``
+  writes how each module is built again).
+- ``apply.py``: kept solutions of a run or an export swapped into a live model, module by
+  module, only for the shapes and dtypes each was verified on; undoable.
+- ``validate.py``: the original against the patched model: drift, perplexity, greedy
+  agreement, latency, and the drift of each patched module alone.
+
+Not covered: training steps (forward only) and models spread over several devices.
+"""

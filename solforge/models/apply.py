@@ -1,0 +1,317 @@
+"""``solforge.apply(model, RUN_OR_EXPORT)``: kept solutions swapped into a live model,
+module by module, only for the shapes and dtypes each was verified on; undoable.
+
+A kept solution is a problem's best passing verdict in a run directory (``ledger.sqlite``)
+or an export (``solforge export``: ``solutions/``, ``records/``, ``problems/``), for a
+problem ``solforge extract`` wrote (its ``SOLFORGE['extracted']`` names the module paths).
+Its verified signatures are the input shapes and dtypes of the workloads its record passed,
+on the record's device type. For each module path the live model has, with the class the
+problem names, :func:`apply` builds the solution's ``ModelNew`` and gives it the live
+module's parameters and buffers by name (the same tensors, no copy: a solution with a
+persistent tensor the live module lacks, a fused weight say, is refused, since it would
+keep the random values it was built with), then sets the live module's ``forward`` to a
+dispatcher: a call whose tensor arguments have a verified signature (and whose other
+arguments are at their defaults) runs ``ModelNew``; any other call runs the original
+forward and is counted as a fallback, with its signature. The model's ``state_dict`` and
+module tree are unchanged.
+
+:class:`Patch` is the result: ``patch.undo()`` (or leaving ``with apply(...)``) restores
+every forward; ``patch.enabled = False`` sends every call to the original without undoing
+(what ``validate`` toggles); ``patch.stats()`` counts calls per module.
+
+Under ``torch.compile`` the dispatcher is traced like any forward: the signature test
+becomes shape guards, and a compiled model recompiles once after :func:`apply` or
+:meth:`Patch.undo`.
+
+Not covered: moving the model to another device after :func:`apply` (the solutions share
+its tensors but are not moved: apply after ``.to()``), solutions whose forward takes other
+arguments than the captured tensors, and backward passes through a solution.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from solforge.problems.loader import import_file
+from solforge.problems.spec import ProblemError
+
+
+class ApplyError(ValueError):
+    """A run or export that cannot be applied; the message says what to fix."""
+
+
+@dataclass
+class Kept:
+    """One problem's kept solution and where it may run."""
+
+    problem: str
+    problem_path: Path
+    solution_path: Path
+    record: dict[str, Any]
+    extracted: dict[str, Any]
+    signatures: set[tuple] = field(default_factory=set)
+    device_type: str = "cpu"
+    precision: str = "fp32"            # the problem's precision class
+    precision_levers: list[str] = field(default_factory=list)
+
+
+def _signature_of(inputs: list[dict[str, Any]]) -> tuple:
+    return tuple((t["name"], tuple(t["shape"]), t["dtype"]) for t in inputs)
+
+
+def _kept(problem: str, problem_path: Path, solution_path: Path, record: dict[str, Any],
+          levers: list[str]) -> Kept | None:
+    if record.get("status") != "PASSED" or not problem_path.is_file():
+        return None
+    try:
+        module = import_file(problem_path, prefix="solforge_apply_problem")
+    except Exception as e:
+        raise ApplyError(f"{problem_path}: importing the problem failed: {e}") from None
+    extracted = (getattr(module, "SOLFORGE", {}) or {}).get("extracted")
+    if not extracted:
+        return None  # not a problem `solforge extract` wrote: nothing in a model to swap
+    sigs = {_signature_of(w["params"]["inputs"]) for w in record.get("workloads", [])
+            if w.get("correct") and "inputs" in (w.get("params") or {})}
+    # "cuda:0", "cpu (x86_64)", "NVIDIA H200": the device type is what a tensor reports
+    name = str(record.get("device", "cpu")).lower()
+    device = "cpu" if name.startswith("cpu") else "cuda"
+    return Kept(problem=problem, problem_path=problem_path, solution_path=solution_path,
+                record=record, extracted=extracted, signatures=sigs, device_type=device,
+                precision=str(module.SOLFORGE.get("precision", "fp32")),
+                precision_levers=[x for x in levers if x in PRECISION_LEVERS])
+
+
+# levers that lower precision (the search's names, and what an LLM worker may report)
+PRECISION_LEVERS = ("tf32", "lowp_tensor_cores", "bf16", "fp16", "fp8", "precision")
+# what in a solution's source lowers precision whatever its levers say
+_LOWP_SOURCE = {"allow_tf32": "tf32", "set_float32_matmul_precision": "tf32",
+                "float8_e4m3": "fp8", "float8_e5m2": "fp8", "_scaled_mm": "fp8",
+                "allow_bf16_reduced_precision_reduction": "bf16 accumulate",
+                "allow_fp16_reduced_precision_reduction": "fp16 accumulate"}
+
+_HALF_WORDS = {r"\bbfloat16\b": "bf16", r"\bfloat16\b": "fp16", r"\.half\(\)": "fp16"}
+
+
+def lowered_precision(kept: Kept) -> list[str]:
+    """How the kept solution lowers precision, by its levers and its source."""
+    found = list(kept.precision_levers)
+    try:
+        src = kept.solution_path.read_text()
+    except OSError:
+        src = ""
+    found += [name for word, name in _LOWP_SOURCE.items() if word in src]
+    if kept.precision == "fp32":  # an fp32 problem's solution that casts to 16 bits
+        found += [name for word, name in _HALF_WORDS.items() if re.search(word, src)]
+    return sorted(set(found))
+
+
+def kept_solutions(source: str | Path) -> list[Kept]:
+    """The kept solutions of a run directory or an export, for extracted problems."""
+    src = Path(source)
+    out: list[Kept] = []
+    if (src / "ledger.sqlite").is_file():
+        from solforge.orchestrate.run import Run
+
+        run = Run.open(src)
+        for p in run.ledger.problems():
+            best = run.ledger.best(p["name"])
+            att = run.ledger.attempt(best["attempt"]) if best and best.get("attempt") else None
+            if att is None or not p["path"]:
+                continue
+            sol = Path(att["path"]) if att.get("path") and Path(att["path"]).is_file() else \
+                run.solution_path(p["name"], best["attempt"])
+            if not sol.is_file():
+                sol.write_text(att["source"])
+            k = _kept(p["name"], Path(p["path"]), sol, best["record"], att["levers"] or [])
+            if k:
+                out.append(k)
+    elif (src / "solutions").is_dir() and (src / "records").is_dir():
+        for sol in sorted((src / "solutions").glob("*.py")):
+            rec, prob = src / "records" / f"{sol.stem}.json", src / "problems" / sol.name
+            if rec.is_file() and prob.is_file():
+                k = _kept(sol.stem, prob, sol, json.loads(rec.read_text()), [])
+                if k:
+                    out.append(k)
+    else:
+        raise ApplyError(f"{src}: neither a run directory (ledger.sqlite) nor an export "
+                         "(solutions/ and records/, from `solforge export RUN --out DIR`)")
+    return out
+
+
+@dataclass
+class ModuleStats:
+    problem: str
+    patched: int = 0
+    fallback: int = 0
+    fallback_signatures: Counter = field(default_factory=Counter)
+
+
+class _Dispatch:
+    """The forward a patched module gets: the solution for verified signatures."""
+
+    def __init__(self, patch: Patch, path: str, live: nn.Module, new: nn.Module,
+                 kept: Kept) -> None:
+        self.patch, self.path, self.new, self.kept = patch, path, new, kept
+        self.original = live.forward
+        sig = inspect.signature(type(live).forward)
+        self.names = [n for n in list(sig.parameters)[1:]]
+        self.defaults = {n: p.default for n, p in sig.parameters.items()}
+        first = next(iter(kept.signatures), ())
+        self.tensor_names = [n for n, _, _ in first]
+        self.allowed = {tuple((shape, getattr(torch, dt)) for _, shape, dt in s)
+                        for s in kept.signatures}
+        self.stats = ModuleStats(problem=kept.problem)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.patch.enabled and self.patch.active.get(self.path, True):
+            key = self._key(args, kwargs)
+            if key is not None and key in self.allowed:
+                self.stats.patched += 1
+                values = dict(zip(self.names, args)) | kwargs
+                return self.new(*(values[n] for n in self.tensor_names))
+            self.stats.fallback += 1
+            self.stats.fallback_signatures[_describe(self.tensor_names, args, kwargs,
+                                                     self.names)] += 1
+        return self.original(*args, **kwargs)
+
+    def _key(self, args: tuple, kwargs: dict) -> tuple | None:
+        values = dict(zip(self.names, args)) | kwargs
+        out = []
+        for n in self.tensor_names:
+            t = values.get(n)
+            if not isinstance(t, torch.Tensor) or t.device.type != self.kept.device_type:
+                return None
+            out.append((tuple(t.shape), t.dtype))
+        for n, v in values.items():
+            if n not in self.tensor_names and not (v is self.defaults.get(n)
+                                                   or _eq(v, self.defaults.get(n))):
+                return None
+        return tuple(out)
+
+
+def _describe(tensor_names: list[str], args: tuple, kwargs: dict, names: list[str]) -> str:
+    values = dict(zip(names, args)) | kwargs
+    parts = []
+    for n, v in values.items():
+        if isinstance(v, torch.Tensor):
+            parts.append(f"{n}: {list(v.shape)} {str(v.dtype).removeprefix('torch.')} "
+                         f"{v.device.type}")
+        elif n not in tensor_names:
+            parts.append(f"{n}={type(v).__name__}")
+    return ", ".join(parts)
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+@dataclass
+class Patch:
+    """What :func:`apply` did to one model; undo it with :meth:`undo`."""
+
+    model: nn.Module
+    modules: dict[str, _Dispatch] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)   # problem or path -> why
+    enabled: bool = True
+    active: dict[str, bool] = field(default_factory=dict)   # path -> on (default on)
+
+    def only(self, paths: list[str] | None) -> None:
+        """Patch only ``paths`` (None: all of them again)."""
+        self.active = {} if paths is None else {p: p in paths for p in self.modules}
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        return {p: {"problem": d.stats.problem, "patched": d.stats.patched,
+                    "fallback": d.stats.fallback,
+                    "fallback_signatures": dict(d.stats.fallback_signatures)}
+                for p, d in self.modules.items()}
+
+    def reset_stats(self) -> None:
+        for d in self.modules.values():
+            d.stats = ModuleStats(problem=d.kept.problem)
+
+    def undo(self) -> None:
+        mods = dict(self.model.named_modules())
+        for path in list(self.modules):
+            live = mods.get(path)
+            if live is not None and "forward" in vars(live):
+                del live.forward
+            del self.modules[path]
+
+    def __enter__(self) -> Patch:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.undo()
+
+
+def _build(kept: Kept, live: nn.Module) -> nn.Module:
+    problem = import_file(kept.problem_path, prefix="solforge_apply_problem")
+    solution = import_file(kept.solution_path, prefix="solforge_apply_solution")
+    if not hasattr(solution, "ModelNew"):
+        raise ApplyError(f"{kept.solution_path}: defines no ModelNew")
+    new = solution.ModelNew(*problem.get_init_inputs())
+    theirs = live.state_dict(keep_vars=True)
+    extra = [k for k in new.state_dict() if k not in theirs]
+    if extra:
+        raise ApplyError(f"its solution has tensors the live module lacks: {extra[:4]} "
+                         "(they would keep the values it was built with)")
+    wrong = [k for k, v in new.state_dict().items() if v.shape != theirs[k].shape]
+    if wrong:
+        raise ApplyError(f"its solution's tensors {wrong[:4]} differ in shape from the "
+                         "live module's")
+    new.load_state_dict({k: theirs[k] for k in new.state_dict()}, strict=False, assign=True)
+    # what the state dict does not hold (a rotary embedding's non-persistent buffers) was
+    # built on the host: moved to the live module's device (shared tensors stay shared)
+    device = next((t.device for t in (*live.parameters(), *live.buffers())), None)
+    if device is not None:
+        new.to(device)
+    return new.eval()
+
+
+def apply(model: nn.Module, source: str | Path | list[Kept]) -> Patch:
+    """Swap the kept solutions of ``source`` (a run directory or an export) into ``model``
+    (module docstring); what could not be swapped is in ``Patch.refused``, with why."""
+    kept = source if isinstance(source, list) else kept_solutions(source)
+    patch = Patch(model=model)
+    modules = dict(model.named_modules())
+    for k in kept:
+        if not k.signatures:
+            patch.refused[k.problem] = "its record holds no passed workload with input shapes"
+            continue
+        for path in k.extracted.get("module_paths", []):
+            live = modules.get(path)
+            cls = f"{type(live).__module__}.{type(live).__qualname__}" if live else ""
+            if live is None or cls != k.extracted.get("class"):
+                patch.refused[path] = (f"the model has no {k.extracted.get('class')} at "
+                                       f"{path}" + (f" (it has {cls})" if cls else ""))
+                continue
+            if path in patch.modules:
+                patch.refused[path] = f"already patched by {patch.modules[path].kept.problem}"
+                continue
+            try:
+                new = _build(k, live)
+            except (ApplyError, ProblemError) as e:
+                patch.refused[path] = f"{k.problem}: {e}"
+                continue
+            except Exception as e:  # a solution that does not build: the module stays
+                patch.refused[path] = f"{k.problem}: building its solution failed: " \
+                                      f"{type(e).__name__}: {e}"
+                continue
+            d = _Dispatch(patch, path, live, new, k)
+            live.forward = d
+            patch.modules[path] = d
+    return patch

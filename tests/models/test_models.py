@@ -1,0 +1,210 @@
+"""From a model and back, end to end on a CPU: a tiny Llama trained here on generated text
+(never a download), its problems extracted, one optimised by the search agent through
+`solforge optimize`, the kept solution applied to the live model and validated against the
+original: drift, perplexity, greedy agreement, latency, refusals of unverified shapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+import solforge  # noqa: E402
+from solforge.cli.main import app  # noqa: E402
+from solforge.models.source import build_model  # noqa: E402
+from solforge.orchestrate.run import Run  # noqa: E402
+from solforge.problems import load_problem  # noqa: E402
+
+SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=256, max_position_embeddings=256)
+SEQ = 16
+runner = CliRunner()
+
+
+def sf(*args: str):
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    return result
+
+
+def generated_text(sentences: int, seed: int) -> str:
+    r = random.Random(seed)
+    return " ".join(r.choice(["the cat sat on the mat.", "a dog ran to the box."])
+                    for _ in range(sentences))
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory) -> tuple[Path, Path]:
+    """A byte-level tiny Llama trained for 40 steps (seconds), saved; and held-out text."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small trains faster on one thread
+    try:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model("llama", **SIZES))
+        ids = torch.tensor(list(generated_text(400, seed=0).encode()))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        for _ in range(40):
+            starts = torch.randint(0, ids.numel() - 33, (8,))
+            x = torch.stack([ids[s:s + 33] for s in starts])
+            logits = model(input_ids=x[:, :-1]).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256),
+                                                     x[:, 1:].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
+    d = tmp_path_factory.mktemp("tiny_lm")
+    model.save_pretrained(d / "model")
+    (d / "heldout.txt").write_text(generated_text(60, seed=1))
+    return d / "model", d / "heldout.txt"
+
+
+@pytest.fixture(scope="module")
+def flow(lm, tmp_path_factory) -> dict:
+    """extract (prefill and decode) -> optimize the LM head's problem with the search agent."""
+    folder, _ = lm
+    d = tmp_path_factory.mktemp("flow")
+    r = sf("extract", str(folder), "--out", str(d / "problems"), "--prefill", "--decode",
+           "--seq", str(SEQ), "--name", "tiny")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((d / "problems" / "extract.json").read_text())
+    head = next(p for p in manifest["problems"] if p["paths"] == ["lm_head"])
+    env = dict(os.environ, COLUMNS="200")
+    opt = subprocess.run(
+        [sys.executable, "-m", "solforge.cli.main", "optimize",
+         str(d / "problems" / head["file"]), "--run-dir", str(d / "run"),
+         "--baselines", "eager", "--families", "reference", "--max-candidates", "1",
+         "--max-units", "1", "--explore-max-calls", "10", "--budget-ms", "20"],
+        capture_output=True, text=True, timeout=600, env=env)
+    assert opt.returncode == 0, opt.stdout + opt.stderr
+    return {"dir": d, "manifest": manifest, "head": head, "run": d / "run", "folder": folder}
+
+
+def test_extract_dedupes_layers_ranks_by_share_and_writes_loadable_problems(flow):
+    m = flow["manifest"]
+    by_paths = {tuple(p["paths"]): p for p in m["problems"]}
+    # q_proj and o_proj are both 64 -> 64 Linear layers: one problem for the four of them
+    q = by_paths[("model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.o_proj",
+                  "model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.o_proj")]
+    assert q["workloads"]["prefill_b1_s16"]["calls"] == 4
+    assert q["workloads"]["decode_b1_s16"]["calls"] == 4
+    assert ("model.layers.0.mlp", "model.layers.1.mlp") in by_paths  # a fused region
+    shares = [p["share"] for p in m["problems"]]
+    assert shares == sorted(shares, reverse=True) and 0 < m["covered_share"] <= 1
+    assert "position_embeddings" in m["skipped"]["model.layers.0.self_attn"]
+    for p in m["problems"]:
+        problem = load_problem(flow["dir"] / "problems" / p["file"])
+        assert problem.model_share == pytest.approx(p["share"])
+        assert {w.name for w in problem.workloads} == {"prefill_b1_s16", "decode_b1_s16"}
+    # the planner weighs the problem by its share of the model's time
+    (row,) = Run.open(flow["run"]).ledger.problems()
+    assert row["weight"] == pytest.approx(flow["head"]["share"])
+
+
+def test_validate_trained_lm_drift_perplexity_generation_latency(flow, lm, tmp_path):
+    out = tmp_path / "report.json"
+    r = sf("validate", str(flow["folder"]), str(flow["run"]), "--prefill", "--decode",
+           "--seq", str(SEQ), "--tokens", str(lm[1]), "--gen-steps", "6", "--rounds", "1",
+           "--max-kl", "1e-6", "--min-top1", "0.999", "--max-ppl-ratio", "1.001",
+           "--json", str(out))
+    assert r.exit_code == 0, r.output
+    report = json.loads(out.read_text())
+    assert report["calls"]["lm_head"]["patched"] >= 2 and not report["failed"]
+    for mode in ("prefill", "decode"):
+        assert report["drift"][mode]["top1_agreement"] == 1.0
+        assert report["drift"][mode]["kl_mean"] < 1e-6
+        assert report["latency"][mode]["original_ms"] > 0
+        assert report["latency"][mode]["patched_ms"] > 0
+    ppl = report["perplexity"]
+    assert ppl["original"] < 8  # it learned the text (a byte vocabulary: 256 untrained)
+    assert ppl["ratio"] == pytest.approx(1.0, abs=1e-3)
+    assert report["generation"]["token_agreement"] == 1.0
+    assert report["share_patched"]["prefill_b1_s16"] == pytest.approx(
+        flow["head"]["workloads"]["prefill_b1_s16"]["ms"]
+        / flow["manifest"]["steps"]["prefill_b1_s16"]["ms"], rel=1e-3)
+    assert "KL mean" in r.output and "each problem patched alone" in r.output
+
+
+def test_apply_refuses_unverified_shapes_works_compiled_and_undoes(flow):
+    built = build_model(str(flow["folder"]))
+    model = built.model
+    odd = torch.randint(0, 256, (1, 9))
+    seen = torch.randint(0, 256, (1, SEQ))
+    with torch.no_grad():
+        ref_odd, ref_seen = model(odd).logits, model(seen).logits
+    patch = solforge.apply(model, flow["run"])
+    assert list(patch.modules) == ["lm_head"] and not patch.refused
+    assert patch.modules["lm_head"].new.weight is model.lm_head.weight  # shared, not copied
+    with torch.no_grad():
+        assert torch.equal(model(odd).logits, ref_odd)  # never verified at 9 tokens
+        stats = patch.stats()["lm_head"]
+        assert (stats["patched"], stats["fallback"]) == (0, 1)
+        assert "input: [1, 9, 64] float32 cpu" in stats["fallback_signatures"]
+        torch.testing.assert_close(model(seen).logits, ref_seen)
+        assert patch.stats()["lm_head"]["patched"] == 1
+        compiled = torch.compile(model, backend="eager")
+        torch.testing.assert_close(compiled(seen).logits, ref_seen)
+        assert patch.stats()["lm_head"]["patched"] >= 2
+    patch.undo()
+    assert "forward" not in vars(model.lm_head) and not patch.modules
+    assert set(model.state_dict()) == set(build_model(str(flow["folder"])).model.state_dict())
+
+
+def test_reduced_precision_named_per_module_and_thresholds_fail(flow, tmp_path):
+    export = tmp_path / "export"
+    Run.open(flow["run"]).export(export)
+    name = flow["head"]["name"]
+    # a kept kernel that computes in bf16: validate must show the drift it causes
+    (export / "solutions" / f"{name}.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class ModelNew(nn.Linear):\n"
+        "    def __init__(self, dtype=torch.float32):\n"
+        "        super().__init__(64, 256, bias=False)\n\n"
+        "    def forward(self, x):\n"
+        "        return (x.to(torch.bfloat16) @ self.weight.to(torch.bfloat16).t()).float()\n")
+    out = tmp_path / "report.json"
+    r = sf("validate", str(flow["folder"]), str(export), "--prefill", "--seq", str(SEQ),
+           "--gen-steps", "0", "--rounds", "1", "--max-kl", "1e-12", "--json", str(out))
+    assert r.exit_code == 1, r.output
+    report = json.loads(out.read_text())
+    assert report["per_module"][name]["lowered_precision"] == ["bf16"]
+    assert report["per_module"][name]["drift"]["prefill"]["kl_mean"] > 1e-12
+    assert report["failed"] and "--max-kl" in report["failed"][0] and "FAIL" in r.output
+
+
+def test_apply_wraps_a_model_script(flow, tmp_path):
+    script = tmp_path / "serve.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "m = AutoModelForCausalLM.from_pretrained(sys.argv[1]).eval()\n"
+        "with torch.no_grad():\n"
+        f"    for n in ({SEQ}, {SEQ}, 5):\n"
+        "        m(torch.randint(0, 256, (1, n)))\n")
+    rep = tmp_path / "calls.json"
+    r = sf("apply", str(flow["run"]), str(script), str(flow["folder"]), "--report", str(rep))
+    assert r.exit_code == 0, r.output
+    (entry,) = json.loads(rep.read_text())
+    assert entry["modules"]["lm_head"]["patched"] == 2
+    assert entry["modules"]["lm_head"]["fallback"] == 1
+
+
+def test_errors_say_what_to_fix(tmp_path):
+    r = sf("extract", "no_such_model_type", "--out", str(tmp_path))
+    assert r.exit_code == 2 and "not a transformers model type" in r.output
+    r = sf("extract", "llama", "--out", str(tmp_path), "--backward")
+    assert r.exit_code == 2 and "forward passes only" in r.output
+    r = sf("validate", "llama", str(tmp_path), "--set", "hidden_size=64", "--layers", "1")
+    assert r.exit_code == 2 and "neither a run directory" in r.output

@@ -1,0 +1,68 @@
+"""The search's budgets by the gap to speed of light, and the owed baseline candidate:
+the skip rules on a real run directory and real candidates, without an evaluation."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from solforge.orchestrate.run import Run, RunSpec
+from solforge.problems import find_builtin
+from solforge.records.evaluation import EvaluationRecord, Status
+from solforge.search import Candidate, SearchConfig
+from solforge.search.agent import _Search, _skip_reason
+from solforge.search.budget import PhaseClock, gap_scale
+
+
+def record(sol: float | None, status: Status = Status.PASSED) -> EvaluationRecord:
+    return EvaluationRecord(problem="p", solution="s", status=status, sol_score=sol,
+                            speedup_vs_eager=1.0)
+
+
+def test_the_budget_scale_follows_the_references_gap_to_speed_of_light():
+    assert gap_scale(record(0.5)) == 1.0
+    assert abs(gap_scale(record(0.1)) - 1.8) < 1e-9
+    assert gap_scale(record(0.0)) == 2.0
+    assert gap_scale(record(0.8)) == 0.5 and gap_scale(record(1.3)) == 0.5
+    # no figure to go by: the budgets as set
+    assert gap_scale(record(None)) == 1.0
+    assert gap_scale(record(0.01, Status.INCORRECT_NUMERICAL)) == 1.0
+
+
+def search(tmp_path, **cfg) -> tuple[_Search, Candidate]:
+    problem = find_builtin("rmsnorm_llama3")
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    s = _Search(run, problem, evaluator=object(), config=SearchConfig(**cfg), on_event=None)
+    c = Candidate(name="compile", family="compile", levers=["compile"], cost=15.0,
+                  source="", reasoning="the baseline")
+    return s, c
+
+
+def skip(s: _Search, c: Candidate, spent: float = 0.0) -> str | None:
+    return _skip_reason(s, c, [c], limit=6, tried=1, spent=spent,
+                        clock=PhaseClock(object()), failures=Counter(), failed=set(), graphs=0)
+
+
+def test_the_exploration_ends_where_the_gap_is_closed(tmp_path):
+    s, c = search(tmp_path, sol_done=0.9)
+    s.visible["reference"] = record(0.6)
+    assert skip(s, c) is None
+    s.visible["library"] = record(0.93)
+    assert "SOL score 0.93 reached (sol_done 0.9): the gap is closed" == skip(s, c)
+    # a failed candidate's figure does not count
+    s.visible["library"] = record(0.99, Status.INCORRECT_NUMERICAL)
+    assert skip(s, c) is None
+
+
+def test_a_scaled_budget_and_the_owed_candidate(tmp_path):
+    s, c = search(tmp_path, gpu_seconds=20.0)
+    s.visible["reference"] = record(0.1)
+    assert skip(s, c, spent=10.0).startswith("estimated 15 s, more than the 10 s left")
+    s.scale = 1.8  # what the reference's gap gives
+    assert skip(s, c, spent=10.0) is None
+    assert skip(s, c, spent=36.0) == "gpu_seconds budget spent (36 of 36 s)"
+    # owed: evaluated past the budget, and past the run's stop
+    s.owed.add("compile")
+    s.stop = lambda: "wall-time budget (1 s) spent"
+    assert skip(s, c, spent=1e6) is None
+    s.owed.clear()
+    assert skip(s, c).startswith("the run is stopping (wall-time budget (1 s) spent)")
