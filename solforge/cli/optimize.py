@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
             eval_s["device"] = spec.device
         agents, role_list = planner_s["agents"], planner_s["roles"]
         if agents == ["llm"] and planner_s["workers"] == 1 and len(role_list) == 1 \
-                and config is None and not dry_run:
+                and config is None and not dry_run and planner_s["backend"] == "local":
             # the simple plan (one LLM unit per problem, in turn) with its results table
             from solforge.cli.optimize_llm import run_llm_optimize
 
