@@ -24,7 +24,8 @@
   device's workers share another device's actor) and that evaluation is sent to it once
   more; the record's ``judge_fault`` says so. Lost a second time, the evaluation's record is a
   runtime error naming both losses, charged to nobody's verdict cache (its message names
-  the evaluator). A judge process that dies inside a live actor is handled there, by the
+  the evaluator). A lost actor's judge processes (sessions of their own) are killed by its
+  orphan guard, a process beside it that outlives it by a moment. A judge process that dies inside a live actor is handled there, by the
   actor's :class:`~solforge.bench.evaluator.Evaluator`, as on one machine.
 
 Not covered: solforge itself does not travel: every node needs the same solforge (and
@@ -62,15 +63,50 @@ LOST = (RayActorError, ActorDiedError, ActorUnavailableError)
 CONCURRENCY = 64
 
 
+# the actor's mark in its judges' environment: what its orphan guard looks for
+MARK = "SOLFORGE_RAY_ACTOR"
+
+# The orphan guard: a process beside each judge actor that, once the actor is gone (killed
+# by Ray, crashed), kills every process carrying the actor's mark: its judge processes run
+# in sessions of their own and would otherwise finish their evaluation on the GPU beside
+# the actor that replaced it.
+_GUARD = """
+import os, sys, time
+parent, mark = int(sys.argv[1]), sys.argv[2].encode()
+while os.path.exists(f"/proc/{parent}") and b"zombie" not in open(
+        f"/proc/{parent}/status", "rb").read().lower():
+    time.sleep(0.5)
+from solforge.bench.runner.proctree import kill_tree
+for d in os.listdir("/proc"):
+    if d.isdigit() and int(d) != os.getpid():
+        try:
+            env = open(f"/proc/{d}/environ", "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        if mark in env:
+            kill_tree(int(d))
+"""
+
+
 class JudgeActor:
     """The body of a judge actor: one :class:`Evaluator` (judge process) per caller, on
     this node's device, fed with files written from the call's sources."""
 
     def __init__(self, device: str) -> None:
+        import subprocess
+        import sys
+        import uuid
+
         self.device = device
         self.root = Path(tempfile.mkdtemp(prefix="solforge-judge-"))
         self.evaluators: dict[str, Any] = {}
         self.lock = threading.Lock()
+        tag = uuid.uuid4().hex
+        os.environ[MARK] = tag  # this process is the actor's alone: its judges inherit it
+        self.guard = subprocess.Popen(
+            [sys.executable, "-c", _GUARD, str(os.getpid()), f"{MARK}={tag}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
 
     def where(self) -> dict[str, Any]:
         """Where this actor runs: host, pid, GPUs Ray gave it, the solforge it imports."""
@@ -78,6 +114,8 @@ class JudgeActor:
 
         return {"host": socket.gethostname(), "pid": os.getpid(), "device": self.device,
                 "gpus": [str(g) for g in ray.get_gpu_ids()],
+                "judges": [ev.proc.pid for ev in list(self.evaluators.values())
+                           if ev.proc is not None],
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
                 "solforge": str(Path(solforge.__file__).parent)}
 

@@ -38,25 +38,38 @@ def _evaluations(run: Run) -> Counter:
                    for r in run.ledger.evaluations())
 
 
-def _kill_when_busy(backend, killed: list[str]) -> None:
-    """Kill the cpu judge actor once an evaluation is under way in it (after the first
-    one finished, so that the run is well into its exploration)."""
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "zombie" not in f.read()
+    except OSError:
+        return False
+
+
+def _kill_when_busy(backend, killed: list[int], left: list[int]) -> None:
+    """Kill the cpu judge actor once an evaluation is under way in it; ``killed``: its
+    judge processes, ``left``: those still alive a second later."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not killed:
         slot = backend.slots.get("cpu")
         if slot is not None and slot.in_flight > 0:
+            judges = ray.get(slot.current()[0].where.remote())["judges"]
             time.sleep(0.3)  # inside the evaluation, not at its first byte
-            if slot.in_flight > 0:
+            if judges and slot.in_flight > 0:
                 slot.kill()
-                killed.append("cpu")
+                killed.extend(judges)
+                time.sleep(1.0)  # the actor's orphan guard: its judges go with it
+                left.extend(q for q in judges if _alive(q))
         time.sleep(0.02)
 
 
 def test_ray_run_survives_a_killed_judge_actor_and_matches_the_local_run(tmp_path):
     backend = make_backend("ray", num_cpus=2)
     try:
-        killed: list[str] = []
-        killer = threading.Thread(target=_kill_when_busy, args=(backend, killed), daemon=True)
+        killed: list[int] = []
+        left: list[int] = []
+        killer = threading.Thread(target=_kill_when_busy, args=(backend, killed, left),
+                                  daemon=True)
         killer.start()
         result, run = _search_run(tmp_path, "ray", backend)
         killer.join(timeout=5)
@@ -64,6 +77,9 @@ def test_ray_run_survives_a_killed_judge_actor_and_matches_the_local_run(tmp_pat
     finally:
         backend.close()
     assert killed, "no evaluation was ever seen under way in the judge actor"
+    # the killed actor's judge processes (sessions of their own) went with it at once
+    # rather than finishing their evaluation beside the actor that replaced it
+    assert not left, (killed, left)
     assert result.status == "finished", result.reason
     assert replaced == 1
     rows = run.ledger.evaluations()
