@@ -241,18 +241,22 @@ class Evaluator:
             spent[phase] = spent.get(phase, 0.0) + now - since
             since = now
 
-        def again(why: str) -> EvaluationRecord | None:
+        def resend() -> EvaluationRecord | None:
             """Send the request to a new judge; a record when none can be started."""
-            nonlocal fault, phase
-            fault = why[:3000]
             try:
                 self._renew()
             except RuntimeError as e:
                 return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
             assert self.conn is not None
             self.conn.send(request)
-            phase = self.phase = "starting"
             return None
+
+        def again(why: str) -> EvaluationRecord | None:
+            """A judge fault (``why``): the request once more, on a new judge."""
+            nonlocal fault, phase
+            fault = why[:3000]
+            phase = self.phase = "starting"
+            return resend()
 
         while True:
             msg = self._recv(deadline)
@@ -315,12 +319,8 @@ class Evaluator:
             elif event == "recycle":
                 # the judge kept memory it could not give back: a new one takes the request
                 replaced = str(msg.get("message", ""))
-                try:
-                    self._renew()
-                except RuntimeError as e:
-                    return _record(name, solution, opts, Status.RUNTIME_ERROR, str(e))
-                assert self.conn is not None
-                self.conn.send(request)
+                if (failed := resend()) is not None:
+                    return failed
             elif event == "result":
                 record = EvaluationRecord.from_json(msg["record"])
                 lap()

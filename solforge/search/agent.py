@@ -82,7 +82,6 @@ resumed run mixes visible records of different budgets (a resume with another
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -93,7 +92,6 @@ from solforge.orchestrate.cut_short import STOPPING
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.units import Unit, WorkerResult
-from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
 from solforge.records.evaluation import EvaluationRecord
@@ -108,115 +106,7 @@ from solforge.search.candidates import (
     slow_compile_reason,
 )
 from solforge.search.config import SearchConfig
-
-# how the runner names a CUDA out-of-memory error (``bench.runner.explain``)
-OUT_OF_GPU_MEMORY = "GPU out of memory"
-
-
-def _score(record: EvaluationRecord) -> float:
-    if not record.passed:
-        return -1.0
-    return speedup_vs_best(record.to_json()) or 0.0
-
-
-class _Search:
-    """One problem's search: the ledger writes and the bookkeeping between them."""
-
-    def __init__(self, run: Run, problem: Problem, evaluator: Evaluator, config: SearchConfig,
-                 on_event: Callable[..., None] | None,
-                 stop: Callable[[], str] | None = None) -> None:
-        self.run, self.problem, self.evaluator, self.config = run, problem, evaluator, config
-        self.stop = stop or (lambda: "")
-        self.led, self.name, self.worker = run.ledger, problem.name, config.worker
-        self.on_event = on_event or (lambda kind, **data: None)
-        self.cut_short = ""  # why the exploration ended early (the run stopping)
-        # candidates evaluated whatever the budgets and the stop say (``baseline_first``)
-        self.owed: set[str] = set()
-        # the budgets' share by the reference's gap to speed of light (``gap_scale``)
-        self.scale = 1.0
-        self.attempts: dict[str, int] = {}           # candidate name -> attempt id
-        self.visible: dict[str, EvaluationRecord] = {}
-        # attempts of any search worker on this problem (the planner names later units
-        # search-2, ...): the same source is the same attempt, judged once
-        self.known: dict[str, dict[str, Any]] = {}
-        if config.resume:
-            for a in self.led.attempts(self.name):
-                if a["agent"] == "search":
-                    self.known.setdefault(a["source_hash"], a)
-
-    def event(self, kind: str, **data: Any) -> None:
-        self.led.event(kind, problem=self.name, worker=self.worker, **data)
-        self.on_event(kind, problem=self.name, **data)
-
-    def known_attempt(self, c: Candidate) -> int | None:
-        """An earlier search attempt with the same source (resume), if any."""
-        found = self.known.get(hashlib.sha256(c.source.encode()).hexdigest()[:16])
-        return int(found["id"]) if found is not None else None
-
-    def attempt(self, c: Candidate) -> int:
-        known = self.known_attempt(c)
-        if known is not None:
-            return known
-        attempt = self.led.add_attempt(
-            self.name, c.source, c.language, agent="search", role=self.config.role,
-            worker=self.worker, parent=self.attempts.get(c.parent or ""),
-            reasoning=c.reasoning, levers=c.levers, path=f"candidate:{c.name}")
-        self.run.solution_path(self.name, attempt).write_text(c.source)
-        return attempt
-
-    def earlier(self, attempt: int, kind: str) -> EvaluationRecord | None:
-        if not self.config.resume:
-            return None
-        for e in reversed(self.led.evaluations(self.name, kind=kind)):
-            # a record of a tampered evaluator says nothing about the candidate
-            if e["attempt"] == attempt and \
-                    "evaluator_tampered" not in e["record"].get("flags", []):
-                return EvaluationRecord.from_json(e["record"])
-        return None
-
-    def verdict(self, attempt: int) -> EvaluationRecord:
-        """The attempt's ``final`` evaluation (all workloads, a fresh runner, ``rounds``
-        interleaved rounds with fresh baselines, the evaluator's own timing budget, at
-        least ten trials from a fresh seed), recorded earlier or run now; a passing one
-        recorded on fewer fresh seeds is not a verdict (``verify.reverified``)."""
-        final = self.earlier(attempt, "final")
-        if final is not None and (not final.passed or reverified(final)):
-            return final
-        # rounds > 1 times fresh baselines beside the candidate; not ``fresh_baselines``,
-        # which would also retry compile baselines known to be unavailable or too slow to
-        # warm up (``bench.slow_baselines``) while every other evaluator waits for the slot
-        return self.evaluate(attempt, "final", reuse=False, workloads="all",
-                             rounds=self.config.rounds,
-                             **reverify_overrides(self.evaluator.options))
-
-    def explore_timing(self) -> dict[str, Any]:
-        """The timing overrides of the exploring evaluations: the config's, capped by the
-        evaluator's own (exploring never times longer than the verdict)."""
-        opts = self.evaluator.options
-        return {"budget_ms": min(self.config.explore_budget_ms, opts.timing_budget_ms()),
-                "max_calls": min(self.config.explore_max_calls, opts.max_calls)}
-
-    def evaluate(self, attempt: int, kind: str, reuse: bool = True,
-                 **overrides: Any) -> EvaluationRecord:
-        found = self.earlier(attempt, kind) if reuse else None
-        if found is not None:
-            return found
-        path = self.run.solution_path(self.name, attempt)
-        record = self.evaluator.evaluate(self.problem, path, **overrides)
-        for _ in range(self.config.oom_retries):
-            if record.passed or OUT_OF_GPU_MEMORY not in record.message:
-                break
-            # another evaluator on the GPU may have held the memory: the record is kept,
-            # and the candidate judged again (a real excess fails again)
-            self.led.add_evaluation(self.name, record.to_json(), kind=f"{kind}_oom",
-                                    attempt=attempt)
-            self.event("retried", scope=kind, attempt=attempt, message=record.message[:300])
-            record = self.evaluator.evaluate(self.problem, path, **overrides)
-        self.led.add_evaluation(self.name, record.to_json(), kind=kind, attempt=attempt)
-        self.event("evaluation", scope=kind, attempt=attempt, status=record.status.value,
-                   speedup_vs_best=speedup_vs_best(record.to_json()),
-                   message=record.message[:300])
-        return record
+from solforge.search.state import SearchState, _score
 
 
 def _limit(config: SearchConfig, gpu: bool) -> int:
@@ -239,7 +129,7 @@ def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
     once a candidate passed; the best so far still gets its final verdict.
     """
     config = config or SearchConfig()
-    s = _Search(run, problem, evaluator, config, on_event, stop)
+    s = SearchState(run, problem, evaluator, config, on_event, stop)
     run.ledger.add_problem(problem.name, str(problem.path), problem.category)
     run.ledger.set_problem_state(problem.name, "active")
     try:
@@ -264,7 +154,7 @@ class SearchWorker:
         return run_search_worker(run, problem, evaluator, cfg, stop=unit.stop)
 
 
-def _search(s: _Search) -> WorkerResult:
+def _search(s: SearchState) -> WorkerResult:
     config, led, name = s.config, s.led, s.name
     result = WorkerResult(problem=name, status="error")
     opts = s.evaluator.options
@@ -325,7 +215,7 @@ def _search(s: _Search) -> WorkerResult:
         "speedup_vs_compile": final.speedup_vs_compile, "sol_score": final.sol_score})
 
 
-def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, tried: int,
+def _skip_reason(s: SearchState, c: Candidate, cands: list[Candidate], limit: int, tried: int,
                  spent: float, clock: PhaseClock, failures: Counter[str],
                  failed: set[str], graphs: int) -> str | None:
     cfg = s.config
@@ -359,7 +249,7 @@ def _skip_reason(s: _Search, c: Candidate, cands: list[Candidate], limit: int, t
     return None
 
 
-def _explore(s: _Search, cands: list[Candidate], limit: int) -> int:
+def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
     """Evaluate candidates on the visible workloads within the budgets; returns how many
     were evaluated now (those judged in an earlier session are reused, budget-free).
     After the reference, the rest are reordered (``reorder_after_reference``)."""

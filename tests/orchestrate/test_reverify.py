@@ -15,7 +15,7 @@ from solforge.orchestrate.run import Run, RunSpec
 from solforge.orchestrate.verify import FRESH_SEEDS, final_verification, reverified
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
-from solforge.search.agent import _Search
+from solforge.search.state import SearchState
 from solforge.search.config import SearchConfig
 
 # one evaluation after another on one judge: the next runner starts during the current one
@@ -141,7 +141,7 @@ def test_the_search_verdict_takes_fresh_seeds_and_an_older_final_is_judged_again
     problem, lucky = setup
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
     led = run.ledger
-    s = _Search(run, problem, ev, SearchConfig(rounds=1), None)
+    s = SearchState(run, problem, ev, SearchConfig(rounds=1), None)
     attempt = led.add_attempt(problem.name, FLAKY, "pytorch", agent="search", worker="search")
     run.solution_path(problem.name, attempt).write_text(FLAKY)
     # a passing final of an older version, on the one seed the flaky candidate gets right

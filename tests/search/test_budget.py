@@ -9,7 +9,8 @@ from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import find_builtin
 from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.search import Candidate, SearchConfig
-from solforge.search.agent import _Search, _skip_reason
+from solforge.search.agent import _skip_reason
+from solforge.search.state import SearchState
 from solforge.search.budget import PhaseClock, gap_scale
 
 
@@ -28,16 +29,16 @@ def test_the_budget_scale_follows_the_references_gap_to_speed_of_light():
     assert gap_scale(record(0.01, Status.INCORRECT_NUMERICAL)) == 1.0
 
 
-def search(tmp_path, **cfg) -> tuple[_Search, Candidate]:
+def search(tmp_path, **cfg) -> tuple[SearchState, Candidate]:
     problem = find_builtin("rmsnorm_llama3")
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    s = _Search(run, problem, evaluator=object(), config=SearchConfig(**cfg), on_event=None)
+    s = SearchState(run, problem, evaluator=object(), config=SearchConfig(**cfg), on_event=None)
     c = Candidate(name="compile", family="compile", levers=["compile"], cost=15.0,
                   source="", reasoning="the baseline")
     return s, c
 
 
-def skip(s: _Search, c: Candidate, spent: float = 0.0) -> str | None:
+def skip(s: SearchState, c: Candidate, spent: float = 0.0) -> str | None:
     return _skip_reason(s, c, [c], limit=6, tried=1, spent=spent,
                         clock=PhaseClock(object()), failures=Counter(), failed=set(), graphs=0)
 
