@@ -15,7 +15,8 @@ reports that the evaluator's own files changed (``guard.py``), this handle raise
 for every later call: it will not start another judge on files it cannot trust.
 
 Not covered: several devices per judge (use one Evaluator per device), remote judges
-(the Ray backend starts judges as tasks; see docs/SCALE.md).
+(the Ray backend runs Evaluators inside judge actors, ``orchestrate/ray_backend.py``;
+docs/SCALE.md).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from solforge.cli.optimize_settings import (
     merged_sections,
     recorded_llm,
 )
+from solforge.orchestrate.backend import BACKENDS, make_backend
 from solforge.orchestrate.planner import Planner, ProblemState
 from solforge.orchestrate.planner_config import PlannerConfig, unknown_reopened
 from solforge.orchestrate.run import Run, RunSpec
@@ -117,6 +118,12 @@ def register(app: typer.Typer) -> None:
         budget_cost: float = typer.Option(0.0, help="run budget: dollars"),
         budget_attempts: int = typer.Option(0, help="run budget: candidates"),
         unit_timeout_s: float = typer.Option(0.0, help="a unit longer is stalled (0: off)"),
+        backend: str = typer.Option("local", help="where judges run: local (judge "
+                                    "processes on this machine) or ray (one judge actor "
+                                    "per GPU of a Ray cluster; docs/SCALE.md)"),
+        address: str = typer.Option(None, help="with --backend ray: the cluster to join "
+                                    "(auto, ray://HOST:10001; default: a Ray instance "
+                                    "started here)"),
         timeout: float = typer.Option(300.0, help="seconds per evaluation"),
         budget_ms: float = typer.Option(0.0, help="the evaluator's timed-loop budget per "
                                         "workload in ms (0: by device, 1000 on a GPU); "
@@ -193,7 +200,7 @@ def register(app: typer.Typer) -> None:
             eval_s["device"] = spec.device
         agents, role_list = planner_s["agents"], planner_s["roles"]
         if agents == ["llm"] and planner_s["workers"] == 1 and len(role_list) == 1 \
-                and config is None and not dry_run:
+                and config is None and not dry_run and planner_s["backend"] == "local":
             # the simple plan (one LLM unit per problem, in turn) with its results table
             from solforge.cli.optimize_llm import run_llm_optimize
 
@@ -228,6 +235,8 @@ def register(app: typer.Typer) -> None:
                 settings["search"] = SearchConfig(**sections["search"]).model_dump(mode="json")
             planner_s["devices"] = devices(sections, gpus, typed)
             cfg = PlannerConfig(**planner_s)
+            if cfg.backend not in BACKENDS:
+                raise ValueError(f"--backend {cfg.backend}: use one of {', '.join(BACKENDS)}")
             for kind in cfg.agents:
                 agent_factory(kind)  # an unknown or broken worker kind: one line, now
             opts = EvalOptions(**{**eval_s, "device": cfg.devices[0]})
@@ -241,11 +250,23 @@ def register(app: typer.Typer) -> None:
             console.print(f"[red]solforge optimize: {escape(str(e))}[/red]", soft_wrap=True)
             raise typer.Exit(2) from None
         _check_reopen(cfg.reopen, resume, [p.name for p in problems])
+        judges = None
+        if not dry_run:
+            try:  # Ray starts (or is joined) here; its GPUs are the run's devices
+                judges = make_backend(cfg.backend, cfg.address)
+                cfg = cfg.model_copy(update={"devices": judges.devices(cfg.devices)})
+                opts = opts.model_copy(update={"device": cfg.devices[0]})
+            except Exception as e:  # no Ray, no cluster at the address, no GPU in it
+                if judges is not None:
+                    judges.close()
+                console.print(f"[red]solforge optimize: {escape(str(e))}[/red]",
+                              soft_wrap=True)
+                raise typer.Exit(2) from None
         recorded = {"agents": agents, "planner": cfg.model_dump(mode="json"),
                     "eval": opts.model_dump(mode="json"), "search": settings.get("search"),
                     "llm": recorded_llm(settings["llm"]) if "llm" in settings else None,
                     "config": str(config) if config is not None else None}
-        if dry_run:
+        if dry_run or judges is None:
             typer.echo(json.dumps({**recorded, "targets": list(targets or ["all"]),
                                    "problems": [p.name for p in problems]}, indent=2))
             return
@@ -256,12 +277,13 @@ def register(app: typer.Typer) -> None:
             try:
                 run = Run.create(run_dir, spec)
             except FileExistsError as e:
+                judges.close()
                 console.print(f"[red]{e}[/red]")
                 raise typer.Exit(2) from None
         else:
             run = Run.open(resume)
             run.mark("running")
-        planner = Planner(run, problems, cfg, opts, settings)
+        planner = Planner(run, problems, cfg, opts, settings, backend=judges)
         try:
             if console.is_terminal:
                 with Live(progress_view(planner), console=console, refresh_per_second=2,
@@ -279,6 +301,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"[yellow]stopped; continue with `solforge optimize --resume "
                           f"{run.dir}`[/yellow]")
             raise typer.Exit(130) from None
+        finally:
+            judges.close()
         console.print()
         console.print(f"{result.status}: {result.reason}. Evaluations run: "
                       f"{result.evaluations}, served from the run's cache: {result.cache_hits}")

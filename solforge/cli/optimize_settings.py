@@ -59,6 +59,8 @@ FLAG_KEYS: dict[str, tuple[str, tuple[str, ...], Callable[[Any], Any] | None]] =
     "patience": ("planner", ("patience",), None),
     "converge_sol": ("planner", ("converge_sol",), None),
     "unit_timeout_s": ("planner", ("unit_timeout_s",), None),
+    "backend": ("planner", ("backend",), None),
+    "address": ("planner", ("address",), None),
     "budget_wall_s": ("planner", ("budgets", "wall_s"), None),
     "budget_device_s": ("planner", ("budgets", "device_s"), None),
     "budget_tokens": ("planner", ("budgets", "tokens"), None),
@@ -131,12 +133,15 @@ def merged_sections(config: Path | None, flags: dict[str, Any],
 def devices(sections: dict[str, dict[str, Any]], gpus: str | None,
             typed: Callable[[str], bool]) -> list[str]:
     """The planner's devices: ``--gpus``, else the file's ``[planner] devices`` (unless
-    ``--device`` was typed), else every visible GPU with a CUDA device, else the CPU."""
+    ``--device`` was typed), else every visible GPU with a CUDA device (on the Ray
+    backend: ``["cuda"]``, which it turns into every GPU of its cluster), else the CPU."""
     device = sections["eval"]["device"]
     if gpus:
         return [f"cuda:{g}" for g in csv(gpus)]
     if "devices" in sections["planner"] and not typed("device"):
         return list(sections["planner"]["devices"])
+    if device.startswith("cuda") and sections["planner"].get("backend") == "ray":
+        return ["cuda"]
     if device.startswith("cuda"):
         import torch
 

@@ -24,7 +24,8 @@ Many workers may write at once: every write is its own short transaction, SQLite
 and busy timeout serialise them; a killed writer loses at most its uncommitted row.
 
 Not covered: several machines writing one ledger over a network filesystem (the Ray
-backend keeps the ledger on the driver; workers return results to it).
+backend keeps the ledger on the driver, whose workers write it; judge actors only return
+records).
 """
 
 from __future__ import annotations

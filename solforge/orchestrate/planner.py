@@ -43,9 +43,12 @@ worker's).
 Workers are looked up by kind (``PlannerConfig.agents``) in ``units.py``, which also holds
 what a unit is and what a worker returns; the planner imports no worker.
 
-Not covered: several machines (see docs/SCALE.md for the Ray seam: a worker is a function
-of (run, problem, evaluator, unit); a Ray backend runs it in an actor and ships results
-back to the driver, which alone writes the ledger).
+Judges: the planner asks its ``backend`` (``backend.py``) for each worker's evaluator:
+judge processes on this machine (``LocalBackend``, the default) or judge actors on a Ray
+cluster (``ray_backend.py``, one per GPU); nothing above that call differs.
+
+Not covered: workers away from the driver: on either backend they are threads here, and
+the driver alone writes the ledger (docs/SCALE.md).
 """
 
 from __future__ import annotations
@@ -56,9 +59,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solforge.bench import Evaluator
-
 from solforge.bench import EvaluatorTampered, install_refusal
+from solforge.orchestrate.backend import Backend, LocalBackend
 from solforge.orchestrate.cut_short import cut_short_units
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-export)
@@ -116,8 +118,10 @@ class Planner:
     def __init__(self, run: Run, problems: list[Problem], config: PlannerConfig,
                  options: EvalOptions, agent_settings: dict[str, dict[str, Any]] | None = None,
                  on_update: Callable[[Planner], None] | None = None,
-                 on_unit_done: Callable[[Unit, Any], None] | None = None) -> None:
+                 on_unit_done: Callable[[Unit, Any], None] | None = None,
+                 backend: Backend | None = None) -> None:
         self.run, self.config, self.options = run, config, options
+        self.backend: Backend = backend or LocalBackend()
         self.on_update = on_update
         self.on_unit_done = on_unit_done
         self.results: list[Any] = []
@@ -269,7 +273,7 @@ class Planner:
         try:
             if w.evaluator is None:
                 opts = self.options.model_copy(update={"device": w.device})
-                w.evaluator = CachedEvaluator(Evaluator(opts), led)
+                w.evaluator = CachedEvaluator(self.backend.evaluator(opts, w.name), led)
             result = self.fns[w.agent](self.run, ps.problem, w.evaluator, unit)
         except EvaluatorTampered as e:  # no verdict can be trusted any more: stop the run
             error = f"the evaluator's own files changed: {e}"
@@ -387,4 +391,5 @@ class Planner:
 
         final_verification(self.run, {n: ps.problem for n, ps in self.problems.items()},
                            self.options.model_copy(update={"device": self.workers[0].device}),
-                           max(1, self.config.final_rounds), reread)
+                           max(1, self.config.final_rounds), reread,
+                           make_evaluator=lambda o: self.backend.evaluator(o, "final"))

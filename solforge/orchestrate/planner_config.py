@@ -41,6 +41,11 @@ class PlannerConfig(BaseModel):
     final_rounds: int = Field(3, ge=0, description="interleaved rounds of the final check "
                               "(0: no final verification)")
     budgets: Budgets = Field(default_factory=Budgets)
+    backend: str = Field("local", description="where judges run: local (judge processes "
+                         "here) or ray (one judge actor per GPU of a Ray cluster; "
+                         "orchestrate/backend.py)")
+    address: str | None = Field(None, description="the Ray cluster to join (auto, "
+                                "ray://host:10001); none: a Ray instance started here")
 
 
 def unknown_reopened(reopen: list[str], names: list[str]) -> str:

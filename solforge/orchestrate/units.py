@@ -15,8 +15,8 @@ Worker kinds are a ``name -> "module:attr"`` table (``solforge.registry``): the 
 plug-in's (an import path or the factory itself) through the same door. This module
 imports neither package: a kind's module is imported when a planner asks for it.
 
-Not covered: workers on other machines (docs/SCALE.md: a Ray backend runs a worker in an
-actor and ships its result back to the driver).
+Not covered: workers on other machines (on the Ray backend too they are threads of the
+driver; only their evaluations go to the cluster: docs/SCALE.md).
 """
 
 from __future__ import annotations

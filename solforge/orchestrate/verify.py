@@ -62,17 +62,18 @@ def _pending(run: Run, name: str) -> dict[str, Any] | None:
 
 
 def final_verification(run: Run, problems: dict[str, Problem], options: EvalOptions,
-                       rounds: int, on_verified: Callable[[str], None] | None = None
-                       ) -> int:
+                       rounds: int, on_verified: Callable[[str], None] | None = None,
+                       make_evaluator: Callable[[EvalOptions], Any] = Evaluator) -> int:
     """Evaluate each problem's winner with ``rounds`` interleaved rounds on all workloads and
     :data:`FRESH_SEEDS` fresh seeds, recorded as kind ``final``; where it fails, the next
-    best in turn. ``on_verified(name)`` after each problem that was checked. Returns how
+    best in turn. ``on_verified(name)`` after each problem that was checked;
+    ``make_evaluator(options)`` gives the evaluator (the planner's backend's). Returns how
     many evaluations ran."""
     led = run.ledger
     opts = options.model_copy(update={"rounds": rounds, "workloads": "all"})
     done = 0
     with ExitStack() as stack:
-        ev: Evaluator | None = None
+        ev: Any = None
         for name, problem in problems.items():
             checked: set[int] = set()
             while (best := _pending(run, name)) is not None:
@@ -83,7 +84,7 @@ def final_verification(run: Run, problems: dict[str, Problem], options: EvalOpti
                     break
                 checked.add(attempt)
                 if ev is None:
-                    ev = stack.enter_context(Evaluator(opts))
+                    ev = stack.enter_context(make_evaluator(opts))
                 fresh = reverify_overrides(opts)
                 path = run.solution_path(name, f"final-{attempt}")
                 path.write_text(att["source"])

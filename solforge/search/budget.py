@@ -48,7 +48,8 @@ def charged_seconds(record: EvaluationRecord, wall_s: float) -> float:
 class PhaseClock:
     """Seconds per evaluator phase, from the phase messages the judge sends to the
     :class:`Evaluator`'s ``on_phase`` hook (found through wrappers' ``inner``, such as the
-    planner's cache; an evaluator without the hook measures nothing)."""
+    planner's cache; an evaluator without the hook measures nothing), or from one message
+    ``{"seconds": {phase: s}}`` per evaluation (a remote judge's, ``ray_backend.py``)."""
 
     def __init__(self, evaluator: Any) -> None:
         while not hasattr(evaluator, "on_phase") and hasattr(evaluator, "inner"):
@@ -61,6 +62,11 @@ class PhaseClock:
 
     def __call__(self, msg: dict[str, Any]) -> None:
         self.stop()
+        if "seconds" in msg:  # a remote judge's phase times, sent with its record
+            self.seconds.update({k: float(v) for k, v in msg["seconds"].items()})
+            if self.previous is not None:
+                self.previous(msg)
+            return
         self.phase, self.since = msg.get("phase"), time.monotonic()
         if self.previous is not None:
             self.previous(msg)

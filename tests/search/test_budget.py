@@ -67,3 +67,20 @@ def test_a_scaled_budget_and_the_owed_candidate(tmp_path):
     assert skip(s, c, spent=1e6) is None
     s.owed.clear()
     assert skip(s, c).startswith("the run is stopping (wall-time budget (1 s) spent)")
+
+
+def test_a_remote_judges_phase_times_count_against_the_compile_budget():
+    """A judge actor (``--backend ray``) reports an evaluation's phases with its record, as
+    one message of seconds: the phase clock adds them, and passes the message on."""
+    class Remote:
+        on_phase = None
+
+    seen = []
+    ev = Remote()
+    ev.on_phase = seen.append
+    with PhaseClock(ev) as clock:
+        ev.on_phase({"event": "phases", "seconds": {"build": 2.5, "candidate": 1.0,
+                                                    "timing": 4.0}})
+        ev.on_phase({"event": "phases", "seconds": {"candidate": 0.5}})
+    assert clock.compile_s == 4.0 and clock.seconds["timing"] == 4.0
+    assert len(seen) == 2 and ev.on_phase == seen.append  # restored on exit
