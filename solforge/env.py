@@ -35,6 +35,7 @@ CUDA_ARCH = "SOLFORGE_CUDA_ARCH"
 LLM_CONFIG = "SOLFORGE_LLM_CONFIG"
 SERVE_TOKEN = "SOLFORGE_SERVE_TOKEN"
 SERVE_URL = "SOLFORGE_SERVE_URL"
+RAY_ACTOR = "SOLFORGE_RAY_ACTOR"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
                       "(never passed to a judge: secret-looking names are dropped)"),
     Knob(SERVE_URL, "the reward server the trainer adapters call; default "
                     "http://127.0.0.1:8471"),
+    Knob(RAY_ACTOR, "set by solforge in a Ray judge actor, inherited by its judges: the "
+                    "mark its orphan guard kills by once the actor is gone"),
 )}
 
 

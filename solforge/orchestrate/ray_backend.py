@@ -52,6 +52,7 @@ from ray.exceptions import (
     RayActorError,
 )
 
+from solforge import env
 from solforge.bench import EvaluatorTampered
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord, Status
@@ -64,7 +65,7 @@ CONCURRENCY = 64
 
 
 # the actor's mark in its judges' environment: what its orphan guard looks for
-MARK = "SOLFORGE_RAY_ACTOR"
+MARK = env.RAY_ACTOR
 
 # The orphan guard: a process beside each judge actor that, once the actor is gone (killed
 # by Ray, crashed), kills every process carrying the actor's mark: its judge processes run
