@@ -54,3 +54,24 @@ def lookup(table: dict[str, Any], name: str, what: str) -> Any:
     if isinstance(entry, str):
         entry = table[name] = resolve(entry, f"{what} {name!r}")
     return entry
+
+
+def lazy_face(package: str, face: dict[str, str], namespace: dict[str, Any]
+              ) -> tuple[Any, Any]:
+    """A package face (PEP 562): the ``__getattr__`` and ``__dir__`` of ``package`` whose
+    public names ``face`` maps to the modules defining them, each imported on first use
+    and then kept in ``namespace`` (the package's ``globals()``). Not covered: names a
+    module defines under another name (the face's name is the attribute looked up)."""
+
+    def __getattr__(name: str) -> Any:
+        module = face.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted([*namespace, *face])
+
+    return __getattr__, __dir__

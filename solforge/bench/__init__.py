@@ -18,8 +18,7 @@ not import the caller's side.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from solforge.registry import lazy_face
 
 _FACE = {
     "Evaluator": "solforge.bench.evaluator",
@@ -43,14 +42,4 @@ _FACE = {
 __all__ = sorted(_FACE)
 
 
-def __getattr__(name: str) -> Any:
-    module = _FACE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'solforge.bench' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_FACE])
+__getattr__, __dir__ = lazy_face('solforge.bench', _FACE, globals())

@@ -16,8 +16,7 @@ or httpx (the ``rl`` extra) until a name that needs one is asked for.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from solforge.registry import lazy_face
 
 _FACE = {
     "KernelEnv": "solforge.rl.kernel_env",
@@ -43,14 +42,4 @@ _FACE = {
 __all__ = sorted(_FACE)
 
 
-def __getattr__(name: str) -> Any:
-    module = _FACE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'solforge.rl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_FACE])
+__getattr__, __dir__ = lazy_face('solforge.rl', _FACE, globals())
