@@ -46,23 +46,41 @@ def list_problems(
         for path, error in broken:
             typer.echo(broken_text(path, error), err=True)
         return
-    title = _count(len(problems), "problem") + (
+    families = {p.family for p in problems if p.family}
+    title = _count(len(problems), "problem") + f" from {_count(len(families), 'family')}" + (
         f", {_count(len(broken), 'file')} failed to load" if broken else "")
     table = Table(title=title)
-    for col in ("name", "category", "source", "license", "models", "precision",
-                "workloads (held out)"):
+    for col in ("name", "category", "dir", "source", "license", "family", "models",
+                "precision", "workloads (held out)"):
         table.add_column(col)
     for p in problems:
         held = sum(1 for w in p.workloads if not w.visible)
-        table.add_row(p.name, p.category, p.source, p.origin.get("license", "-"),
+        table.add_row(p.name, p.category, "bwd" if p.direction == "backward" else "fwd",
+                      p.source, p.origin.get("license", "-"), p.family or "-",
                       ", ".join(p.models), p.precision.name, f"{len(p.workloads)} ({held})")
     console.print(table)
+    console.print(_counts_table(problems))
     for path, error in broken:
         console.print(broken_line(path, error), soft_wrap=True, highlight=False)
 
 
 def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
+
+
+def _counts_table(problems: list) -> Table:
+    """Problems per category and direction, with a total row."""
+    cats = sorted({p.category for p in problems})
+    t = Table(title="per category and direction")
+    for col in ("category", "forward", "backward", "total"):
+        t.add_column(col, justify="left" if col == "category" else "right")
+    for c in [*cats, None]:
+        ps = [p for p in problems if c is None or p.category == c]
+        bwd = sum(1 for p in ps if p.direction == "backward")
+        t.add_row(c or "all", str(len(ps) - bwd), str(bwd), str(len(ps)))
+    return t
 
 
 @app.command("show")

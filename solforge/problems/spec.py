@@ -29,7 +29,14 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         "model_share": 0.12,                 # optional: the fraction of its source model's
                                              # time it takes (``solforge extract``); the
                                              # planner weighs its headroom by it
+        "family": "Llama 3",                 # the model family (default: the first model)
+        "direction": "forward",              # or "backward": the outputs are gradients
+        "shapes_from": "config.json ...",    # where the workloads' shapes come from
     }
+
+A ``backward`` problem is still a ``Model`` whose ``forward`` returns tensors: it takes the
+forward's inputs and the upstream gradient and returns the gradients (of the inputs and the
+weights it names), so the evaluator judges the gradients as it judges any output.
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
 (each receives the ones its signature names), so the same two functions serve every
@@ -47,7 +54,7 @@ import inspect
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -147,6 +154,12 @@ class Problem(BaseModel):
     model_share: float | None = Field(
         None, ge=0.0, le=1.0, description="the fraction of its source model's time it takes "
         "(solforge extract): the planner's weight for it")
+    family: str = Field("", description="the model family (SOLFORGE['family']; default: the "
+                        "first of models)")
+    direction: Literal["forward", "backward"] = Field(
+        "forward", description="backward: the outputs are gradients, given the upstream one")
+    shapes_from: str = Field("", description="where the workloads' shapes come from (a "
+                             "config's fields, a paper, solforge extract of a model)")
     flops_fn: Callable[[dict[str, Any]], float] | None = None
     bytes_fn: Callable[[dict[str, Any]], float] | None = None
     content_hash: str = ""
@@ -193,6 +206,9 @@ class Problem(BaseModel):
             "category": self.category,
             "source": self.source,
             "models": self.models,
+            "family": self.family,
+            "direction": self.direction,
+            "shapes_from": self.shapes_from,
             "precision": self.precision.name,
             "path": str(self.path),
             "description": self.description,
@@ -285,9 +301,16 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
     if share is not None and not (isinstance(share, (int, float)) and 0.0 <= share <= 1.0):
         raise ProblemError(f"{path}: SOLFORGE['model_share'] must be a fraction from 0 to 1 "
                            f"(of the source model's time); got {share!r}")
+    direction = meta.get("direction") or "forward"
+    if direction not in ("forward", "backward"):
+        raise ProblemError(f"{path}: SOLFORGE['direction'] must be 'forward' or 'backward' "
+                           f"(the outputs are gradients); got {direction!r}")
+    models = list(meta.get("models") or [])
     return Problem(
-        name=name, model_share=share, path=path, category=category, source=source,
-        models=list(meta.get("models") or []), precision=precision,
+        name=name, model_share=share, direction=direction,
+        family=str(meta.get("family") or (models[0] if models else "")),
+        shapes_from=str(meta.get("shapes_from") or ""), path=path, category=category, source=source,
+        models=models, precision=precision,
         description=str(meta.get("description") or (module.__doc__ or "").strip()),
         workloads=workloads, distributions=dists, train_mode=bool(meta.get("train_mode")),
         kernelbench_plain=plain, flops_fn=flops_fn, bytes_fn=bytes_fn,

@@ -80,23 +80,32 @@ document.addEventListener('DOMContentLoaded',showPage);
 """
 
 _LIVE = """
+// the progress this page was drawn from: a run that moved on between the page's load and
+// the first poll is swapped in at once rather than on its next change
 var lastProgress=null;
+document.addEventListener('DOMContentLoaded',function(){
+  try{lastProgress=JSON.stringify(JSON.parse(
+    document.getElementById('page-progress').textContent));}catch(e){}
+});
 function poll(){
   fetch('/api/progress',{cache:'no-store'}).then(function(r){return r.json();}).then(function(p){
     var key=JSON.stringify(p);
-    var status=document.getElementById('live-status');
-    status.textContent='live: '+p.status+', '+p.evaluations+' evaluations, '+p.passed+'/'+
-      p.problems+' passed; checked '+new Date().toLocaleTimeString();
+    // the status line is written after the swap, so it never claims more than the page shows
+    function say(){
+      document.getElementById('live-status').textContent='live: '+p.status+', '+p.evaluations+
+        ' evaluations, '+p.passed+'/'+p.problems+' passed; checked '+
+        new Date().toLocaleTimeString();
+    }
     if(lastProgress!==null&&key!==lastProgress){
       return fetch('/',{cache:'no-store'}).then(function(r){return r.text();}).then(function(t){
         var doc=new DOMParser().parseFromString(t,'text/html');
         ['layout','run-meta'].forEach(function(id){
           document.getElementById(id).innerHTML=doc.getElementById(id).innerHTML;});
         document.getElementById('figures').textContent=doc.getElementById('figures').textContent;
-        lastProgress=key; showPage();
+        lastProgress=key; showPage(); say();
       });
     }
-    lastProgress=key;
+    lastProgress=key; say();
   }).catch(function(e){document.getElementById('live-status').textContent='live: '+e;})
   .finally(function(){setTimeout(poll,POLL_MS);});
 }
@@ -144,6 +153,9 @@ def render(view: RunView, live: bool = False, poll_ms: int = 2000) -> str:
         # '</' inside the JSON would end the script element early
         '<script type="application/json" id="figures">'
         + json.dumps(figs).replace("</", "<\\/") + "</script>",
+        ('<script type="application/json" id="page-progress">'
+         + json.dumps(view.progress(), default=str).replace("</", "<\\/") + "</script>"
+         if live else ""),
         "</body></html>"]
     return "\n".join(body)
 
