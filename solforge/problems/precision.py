@@ -21,8 +21,8 @@ tokens of products that the reference keeps in fp32 and an honest kernel may rou
 bf16 first (PyTorch's own eager backward does, op by op): each term then carries ~0.4%
 error, and the sum's error is ~0.4% of the sum's typical size, independent of how small
 one element is. Against a fixed atol, ~15% of the elements (those near zero relative to
-the rest) would fail; 1% of the output's RMS passes that and still fails a kernel that
-accumulates the sum in bf16 (its error grows to the size of the terms' sum).
+the rest) would fail; 2% of the output's RMS (5 sigma of that error) passes that and still
+fails a kernel that accumulates the sum in bf16 (its error grows with the terms' sum).
 
 Not covered: per-output tolerances chosen by the problem, and ULP-based comparison.
 """
@@ -106,10 +106,10 @@ register_precision(PrecisionClass(
     unit="bf16", description="bf16 data, fp32 accumulation; bf16 tensor cores",
 ))
 register_precision(PrecisionClass(
-    name="bf16_grad", atol=2e-2, rtol=2e-2, rms_atol=1e-2, matched_ratio=0.999,
+    name="bf16_grad", atol=2e-2, rtol=2e-2, rms_atol=2e-2, matched_ratio=0.999,
     worst_error_factor=10.0, unit="bf16",
     description="gradients of a bf16 training step: bf16 data, fp32 accumulation; "
-                "weight gradients summed over tokens may differ by 1% of the output's RMS "
+                "weight gradients summed over tokens may differ by 2% of the output's RMS "
                 "(intermediates rounded to bf16, as eager autograd does)",
 ))
 register_precision(PrecisionClass(
