@@ -1,8 +1,11 @@
 """Every backward problem's reference (explicit gradient math, as a kernel computes it) agrees
 with torch.autograd on its CPU workloads: the file's ``autograd_forward`` builds the forward
 it differentiates, autograd runs it in float64 on the same inputs with the same upstream
-gradients, and each returned gradient must match both in norm (relative L2 error) and under
-the problem's own precision class (the evaluator's comparison)."""
+gradients. With the workload's data in fp32 (``dtype`` passed where the file takes it) each
+gradient must match in norm (relative L2 error 1e-4) and under the problem's own precision
+class (the evaluator's comparison); in the workload's own dtype (bf16) in norm, within
+bf16's rounding of the data and of the saved tensors (attention's saved o enters dS through
+rowsum(grad_out * o), so a bf16 o alone moves dq by up to a few percent of an element)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from solforge.problems.spec import call_with_params
 BACKWARD = [p for p in builtin_problems() if p.direction == "backward"]
 IDS = [p.name for p in BACKWARD]
 # relative L2 error of a gradient against float64 autograd: a bf16 output rounds at 2**-9
-REL_L2 = {torch.bfloat16: 1e-2, torch.float16: 5e-3, torch.float32: 1e-4}
+REL_L2 = {torch.bfloat16: 3e-2, torch.float16: 1e-2, torch.float32: 1e-4}
 
 
 def test_backward_corpus_breadth():
@@ -44,13 +47,15 @@ def _leaf(t: torch.Tensor) -> torch.Tensor:
 def test_reference_matches_autograd(problem):
     mod = import_file(problem.path)
     assert hasattr(mod, "autograd_forward"), f"{problem.path}: define autograd_forward"
-    for w in (w for w in problem.workloads if w.cpu):
+    cases = [(w, fp32) for w in problem.workloads if w.cpu for fp32 in (True, False)]
+    for w, fp32 in cases:
+        params = dict(w.params) | ({"dtype": torch.float32} if fp32 else {})
         t0 = time.perf_counter()
         torch.manual_seed(42)
-        model = mod.Model(*call_with_params(mod.get_init_inputs, dict(w.params))).eval()
+        model = mod.Model(*call_with_params(mod.get_init_inputs, params)).eval()
         torch.manual_seed(3)
         with gen.distribution(problem.distributions[-1]):
-            inputs = call_with_params(mod.get_inputs, dict(w.params))
+            inputs = call_with_params(mod.get_inputs, params)
         with torch.no_grad():
             got = model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         got = list(got) if isinstance(got, (tuple, list)) else [got]
@@ -67,11 +72,12 @@ def test_reference_matches_autograd(problem):
                                        f"{len(want)} tensors")
         for i, (g, a) in enumerate(zip(got, want)):
             a = torch.zeros_like(leaves[i]) if a is None else a
-            where = f"{problem.name}/{w.name} gradient {i}"
+            where = f"{problem.name}/{w.name}{' (fp32)' if fp32 else ''} gradient {i}"
             assert g.shape == a.shape, f"{where}: shape {tuple(g.shape)} vs {tuple(a.shape)}"
             assert g.dtype == wrt[i].dtype, f"{where}: dtype {g.dtype} vs {wrt[i].dtype}"
             err = float((g.double() - a).norm() / a.norm().clamp_min(1e-30))
             assert err < REL_L2[g.dtype], f"{where}: relative L2 error {err:.3g}"
-            cmp = compare(g, a.to(g.dtype), problem.for_workload(w).precision)
-            assert cmp.ok, f"{where}: {cmp.message}"
-        assert time.perf_counter() - t0 < 10, f"{problem.name}/{w.name}: CPU workload too slow"
+            if g.dtype == torch.float32:
+                cmp = compare(g, a.to(g.dtype), problem.for_workload(w).precision)
+                assert cmp.ok, f"{where}: {cmp.message}"
+        assert time.perf_counter() - t0 < 20, f"{problem.name}/{w.name}: CPU workload too slow"
