@@ -368,7 +368,7 @@ def problem_source(g: Group, built: BuiltModel, share: float,
                        + (" Returns the gradients of the floating inputs, then of the "
                           "parameters in named_parameters order, given each floating "
                           "output's gradient." if backward else ""),
-        "workloads": workloads, "distributions": ["normal"],
+        "workloads": workloads, "distributions": ["normal", "outliers"],
         "model_share": round(share, 6), "extracted": extracted,
     }
     lines = [

@@ -32,9 +32,11 @@ Value-range helpers that mean something: :func:`logits` (the scale of a trained 
 logits), :func:`probs` (rows that sum to one: a softmax of logits, or Dirichlet),
 :func:`positive` (scales, variances), :func:`padding_mask` (right-padded batches).
 
-Not covered: distributions for integer data, sparsity patterns, and ``torch.rand``
-variants other than ``rand``/``rand_like`` under ``signed`` (``Tensor.uniform_``,
-``torch.randint``, ``torch.empty().uniform_()`` keep their ranges).
+Not covered: distributions for integer data, sparsity patterns, ``torch.rand`` variants
+other than ``rand``/``rand_like`` under ``signed`` (``Tensor.uniform_``, ``torch.randint``
+keep their ranges), and threads: ``signed`` swaps the ``torch`` module's attributes for the
+block, so another thread drawing with ``torch.rand`` meanwhile gets signed values too (the
+evaluator draws inputs on one thread).
 """
 
 from __future__ import annotations

@@ -80,4 +80,8 @@ def test_reference_matches_autograd(problem):
             if g.dtype == torch.float32:
                 cmp = compare(g, a.to(g.dtype), problem.for_workload(w).precision)
                 assert cmp.ok, f"{where}: {cmp.message}"
+        # the tolerance means something at the gradients' own scale: zeros fail
+        pc = problem.for_workload(w).precision
+        assert not all(compare(torch.zeros_like(g), g, pc).ok for g in got), \
+            f"{problem.name}/{w.name}: all-zero gradients pass {pc.name}"
         assert time.perf_counter() - t0 < 20, f"{problem.name}/{w.name}: CPU workload too slow"
