@@ -38,7 +38,13 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
 
 A ``backward`` problem is still a ``Model`` whose ``forward`` returns tensors: it takes the
 forward's inputs and the upstream gradient and returns the gradients (of the inputs and the
-weights it names), so the evaluator judges the gradients as it judges any output.
+weights it names), so the evaluator judges the gradients as it judges any output. The
+built-in ones (``corpus/backward/``) follow SOL-ExecBench: the upstream gradient comes first,
+saved activations a training framework keeps (rstd, logsumexp, the attention output) are
+inputs computed by ``get_inputs`` from the forward's, the math is explicit (``forward`` runs
+under ``no_grad``), and a module-level ``autograd_forward(model, *inputs)`` returns ``(fn,
+tensors, upstream_grads)``: ``forward`` must equal autograd's gradients of ``fn(*tensors)``
+(``tests/problems/test_backward.py`` checks it in float64).
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
 (each receives the ones its signature names), so the same two functions serve every
