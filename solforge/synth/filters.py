@@ -6,8 +6,8 @@ A candidate passes when it (in this order, the first failure is its reason):
 - ``eager_error``: runs eagerly on every workload the device runs (on a CPU the ``cpu``
   ones; on CUDA those and the GPU-sized ones) and returns one floating tensor;
 - ``non_finite``: gives no NaN or infinity;
-- ``nondeterministic``: gives the same bytes twice from the same seeds (``torch.rand`` in
-  ``forward`` fails here);
+- ``nondeterministic``: gives the same bytes when ``forward`` is called twice on the same
+  inputs (``torch.rand`` in ``forward`` fails here) and when rebuilt from the same seeds;
 - ``zero_output``: is not (almost: 99% of entries or more) exactly zero;
 - ``constant_output``: is not one value everywhere (within 1e-6 of its scale), and changes
   when the inputs change;
@@ -148,15 +148,21 @@ def check_module(module: Any, meta: dict, config: FilterConfig) -> Verdict:
             if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
                 return Verdict("eager_error", f"workload {w['name']}: forward returned "
                                f"{type(out).__name__}, not a floating tensor")
-        _, inputs, a = _run(module, first, config.device)
-        _, _, b = _run(module, first, config.device)
+        model, inputs, a = _run(module, first, config.device)
+        with torch.no_grad():  # the same call again: randomness in forward draws anew
+            b = model(*inputs)
+        b = b[0] if isinstance(b, (tuple, list)) else b
+        _, _, rebuilt = _run(module, first, config.device)
         _, _, other = _run(module, first, config.device, input_seed=2)
     except Exception as e:  # noqa: BLE001 - the exception is the verdict
         return Verdict("eager_error", f"{type(e).__name__}: {str(e)[:300]}")
     af = a.detach().float()
     if not torch.isfinite(af).all():
         return Verdict("non_finite", "the output holds NaN or infinity")
-    if not _same_bytes(a, b):
+    if not (isinstance(b, torch.Tensor) and _same_bytes(a, b)):
+        return Verdict("nondeterministic", "calling forward twice on the same inputs gives "
+                       "different outputs")
+    if not (isinstance(rebuilt, torch.Tensor) and _same_bytes(a, rebuilt)):
         return Verdict("nondeterministic", "two runs from the same seeds differ")
     if af.numel() and (af == 0).float().mean().item() >= 0.99:
         return Verdict("zero_output", "99% or more of the output is exactly zero")
