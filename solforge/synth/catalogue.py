@@ -21,6 +21,7 @@ reject them), and complex dtypes.
 
 from __future__ import annotations
 
+import ast
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +50,9 @@ class State:
 
     def size(self, dim: Dim) -> tuple[int, int]:
         """The smallest and largest size ``dim`` takes over the workloads."""
-        values = [int(eval(dim.expr, {}, dict(p))) for p in self.sizes.values()]  # noqa: S307
+        # a dim is an expression the ops wrote: parameter names and integer arithmetic
+        values = [int(eval(dim.expr, {"__builtins__": {}}, dict(p)))
+                  for p in self.sizes.values()]
         return min(values), max(values)
 
     def rank(self) -> int:
@@ -141,7 +144,7 @@ def _param(op: str) -> Callable[[State, random.Random, int], Step]:
         last = st.shape[-1].expr
         init = ("torch.rand({}) + 0.5" if op == "/" else "torch.randn({})").format(last)
         return Step([f"self.p{slot} = nn.Parameter({init})"], [f"x = x {op} self.p{slot}"],
-                    st.shape, init_params=_names(last))
+                    st.shape, init_params=param_names(last))
     return build
 
 
@@ -191,9 +194,8 @@ def _can_reduce(st: State) -> bool:
 
 
 # -- norms ------------------------------------------------------------------------------------
-def _names(expr: str) -> list[str]:
-    import ast
-
+def param_names(expr: str) -> list[str]:
+    """The parameter names an expression reads, sorted."""
     return sorted({n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)})
 
 
@@ -208,22 +210,22 @@ def _layer(name: str, make: Callable[[State, random.Random], tuple[str, tuple[Di
 
 def _layer_norm(st: State, rng: random.Random):
     d = st.shape[-1].expr
-    return f"nn.LayerNorm({d})", st.shape, _names(d)
+    return f"nn.LayerNorm({d})", st.shape, param_names(d)
 
 
 def _rms_norm(st: State, rng: random.Random):
     d = st.shape[-1].expr
-    return f"nn.RMSNorm({d}, eps=1e-6)", st.shape, _names(d)
+    return f"nn.RMSNorm({d}, eps=1e-6)", st.shape, param_names(d)
 
 
 def _group_norm(st: State, rng: random.Random):
     c = st.shape[1].expr
-    return f"nn.GroupNorm({_pick([2, 4, 8], rng)}, {c})", st.shape, _names(c)
+    return f"nn.GroupNorm({_pick([2, 4, 8], rng)}, {c})", st.shape, param_names(c)
 
 
 def _batch_norm(st: State, rng: random.Random):
     c = st.shape[1].expr
-    return f"nn.BatchNorm{st.rank() - 2}d({c})", st.shape, _names(c)
+    return f"nn.BatchNorm{st.rank() - 2}d({c})", st.shape, param_names(c)
 
 
 def _channels_dim1(st: State) -> bool:
@@ -237,7 +239,7 @@ def _linear(st: State, rng: random.Random, slot: int) -> Step:
     bias = rng.random() < 0.7
     return Step([f"self.linear{slot} = nn.Linear({d}, {new.expr}, bias={bias})"],
                 [f"x = self.linear{slot}(x)"], st.shape[:-1] + (new,), params,
-                init_params=sorted({*_names(d), new.expr}))
+                init_params=sorted({*param_names(d), new.expr}))
 
 
 def _matmul(st: State, rng: random.Random, slot: int) -> Step:
@@ -245,7 +247,7 @@ def _matmul(st: State, rng: random.Random, slot: int) -> Step:
     d = st.shape[-1].expr
     return Step([f"self.w{slot} = nn.Parameter(torch.randn({d}, {new.expr}) * ({d}) ** -0.5)"],
                 [f"x = torch.matmul(x, self.w{slot})"], st.shape[:-1] + (new,), params,
-                init_params=sorted({*_names(d), new.expr}))
+                init_params=sorted({*param_names(d), new.expr}))
 
 
 def _conv(nd: int) -> Callable[[State, random.Random, int], Step]:
@@ -256,7 +258,7 @@ def _conv(nd: int) -> Callable[[State, random.Random, int], Step]:
         k = _pick([k for k in ((1, 3, 5) if nd == 1 else (1, 3)) if k <= smallest], rng)
         return Step([f"self.conv{slot} = nn.Conv{nd}d({c}, {new.expr}, {k}, padding={k // 2})"],
                     [f"x = self.conv{slot}(x)"], (st.shape[0], new, *st.shape[2:]), params,
-                    init_params=sorted({*_names(c), new.expr}))
+                    init_params=sorted({*param_names(c), new.expr}))
     return build
 
 

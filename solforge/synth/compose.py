@@ -27,10 +27,19 @@ import random
 import re
 from dataclasses import dataclass
 
-from solforge.synth.catalogue import CHANNELS, WIDTHS, Dim, Op, State, Step, catalogue
+from solforge.synth.catalogue import (
+    CHANNELS,
+    WIDTHS,
+    Dim,
+    Op,
+    State,
+    Step,
+    catalogue,
+    param_names,
+)
 
 TIERS = ("cpu_small", "cpu_odd", "gpu_medium", "gpu_large")
-_TIER_FLAGS = {"cpu_small": {"cpu": True}, "cpu_odd": {"cpu": True, "visible": False},
+TIER_FLAGS = {"cpu_small": {"cpu": True}, "cpu_odd": {"cpu": True, "visible": False},
                "gpu_medium": {}, "gpu_large": {"visible": False}}
 DEFAULT_TIER = "gpu_medium"
 
@@ -77,7 +86,7 @@ class Composition:
             "description": f"synthesized composition ({self.layout} input): "
                            + " -> ".join(self.ops),
             "shapes_from": f"synth seed {self.seed}", "distributions": ["normal"],
-            "workloads": [{"name": t, "params": dict(self.sizes[t]), **_TIER_FLAGS[t]}
+            "workloads": [{"name": t, "params": dict(self.sizes[t]), **TIER_FLAGS[t]}
                           for t in TIERS],
             "origin": {"format": "solforge-synth", "seed": str(self.seed),
                        "draw": str(self.index), "ops": ", ".join(self.ops),
@@ -139,9 +148,7 @@ def _shape_text(shape: tuple[Dim, ...]) -> str:
 
 
 def _params_of(shapes: list[tuple[Dim, ...]]) -> list[str]:
-    from solforge.synth.catalogue import _names
-
-    return sorted({n for s in shapes for d in s for n in _names(d.expr)}, key=_param_order)
+    return sorted({n for s in shapes for d in s for n in param_names(d.expr)}, key=_param_order)
 
 
 def _param_order(name: str) -> tuple[int, str]:
@@ -162,8 +169,9 @@ def emit(c: Composition) -> str:
         return ", ".join(f"{p}: int = {medium[p]}" for p in params)
 
     uses_input = any("x0" in line for s in c.steps for line in s.forward)
-    lines = [f'"""Synthesized by solforge synth (seed {c.seed}, draw {c.index}): '
-             f'{" -> ".join(c.ops)}."""', "", "import torch", "import torch.nn as nn",
+    doc = (f'"""Synthesized by solforge synth (seed {c.seed}, draw {c.index}): '
+           f'{" -> ".join(c.ops)}."""')
+    lines = [doc, "", "import torch", "import torch.nn as nn",
              "import torch.nn.functional as F", "", "", "class Model(nn.Module):",
              f"    def __init__(self{', ' if init_params else ''}{sig(init_params)}):",
              "        super().__init__()"]

@@ -141,7 +141,7 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 def check_module(module: Any, meta: dict, config: FilterConfig) -> Verdict:
     """Screen an imported problem module (see the module docstring for the order)."""
     run_on, timed = _workloads(meta, config.device)
-    first = run_on[0]["params"] if "params" in run_on[0] else {}
+    first = run_on[0].get("params", {})
     try:
         for w in run_on:
             _, _, out = _run(module, w.get("params", {}), config.device)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from solforge.agents.model import Message, ModelClient, ToolSpec
 from solforge.synth.catalogue import catalogue
-from solforge.synth.compose import TIERS, _TIER_FLAGS, with_meta
+from solforge.synth.compose import TIER_FLAGS, TIERS, with_meta
 
 SYSTEM = (
     "You write PyTorch reference problems in KernelBench format for a GPU kernel benchmark. "
@@ -82,7 +82,7 @@ def _code_of(reply_text: str, calls: list) -> str:
             args = call.parsed()
             if isinstance(args.get("code"), str):
                 return args["code"]
-    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", reply_text, re.S)
+    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", reply_text, re.DOTALL)
     if blocks:
         return max(blocks, key=len)
     raise ReplyError("the reply has neither a submit_problem call nor a ```python block")
@@ -128,7 +128,7 @@ def ask(client: ModelClient, seed: int, index: int, ops: tuple[str, ...]) -> LLM
             "description": f"LLM-written fusion of: {', '.join(ops)}",
             "shapes_from": f"synth seed {seed} (LLM {client.config.model})",
             "distributions": ["normal"],
-            "workloads": [{"name": t, "params": shapes[t], **_TIER_FLAGS[t]} for t in TIERS],
+            "workloads": [{"name": t, "params": shapes[t], **TIER_FLAGS[t]} for t in TIERS],
             "origin": {"format": "solforge-synth", "seed": str(seed), "draw": str(index),
                        "ops": ", ".join(ops), "llm": client.config.model}}
     return LLMDraft(name, ops, code, meta)

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from solforge.synth.compose import draw
-from solforge.synth.dedupe import THRESHOLD, Deduper, builtin_files, fingerprint, reference_files
+from solforge.synth.dedupe import (
+    THRESHOLD,
+    Deduper,
+    builtin_files,
+    fingerprint,
+    reference_files,
+)
 from solforge.synth.filters import FilterConfig, Tally, check_source
 from solforge.synth.write import Accepted
 
