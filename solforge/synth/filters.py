@@ -186,7 +186,10 @@ def check_module(module: Any, meta: dict, config: FilterConfig) -> Verdict:
         if not (isinstance(c, torch.Tensor) and c.shape == a.shape and torch.allclose(
                 c.float(), af, atol=tol or config.atol, rtol=tol or config.rtol)):
             return Verdict("compile_mismatch", "torch.compile's output differs from eager's")
-    ms = eager_ms(module, timed[0].get("params", {}), config)
+    try:
+        ms = eager_ms(module, timed[0].get("params", {}), config)
+    except Exception as e:  # noqa: BLE001 - a GPU-sized workload may fail only here
+        return Verdict("eager_error", f"timing {timed[0]['name']}: {type(e).__name__}: {e}")
     lo, hi = config.window()
     if not lo <= ms <= hi:
         return Verdict("runtime_out_of_window",
