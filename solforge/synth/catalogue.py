@@ -12,7 +12,8 @@ to ``Model.__init__`` (its ``nn`` layers and parameters, sized by parameter name
 (an output width: one size per workload) and any extra forward input it needs.
 
 Built-in ops and plug-ins share one door: :func:`register_op` (or a row of ``OPS`` naming
-``"module:attr"``), read through :func:`catalogue`.
+``"module:attr"``), read through :func:`catalogue`; a package may also expose an
+``solforge.synth_ops`` entry point (an :class:`Op`, or a function that registers some).
 
 Not covered: ops with integer or boolean outputs (argmax, comparisons), ops whose output
 shape depends on the data (nonzero, unique), random ops (dropout: the filters would
@@ -23,8 +24,10 @@ from __future__ import annotations
 
 import ast
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 
 from solforge.registry import lookup
 
@@ -362,5 +365,14 @@ def catalogue(names: list[str] | None = None) -> list[Op]:
         _LOADED.append(True)
         for op in _builtins().values():
             OPS.setdefault(op.name, op)
+        for ep in entry_points(group="solforge.synth_ops"):
+            try:  # a plug-in's entry point is an Op, or a function registering its ops
+                obj = ep.load()
+                if isinstance(obj, Op):
+                    register_op(obj)
+                else:
+                    obj()
+            except Exception as e:  # noqa: BLE001 - a broken plug-in hides no built-in
+                print(f"solforge: ignoring synth op plug-in {ep.name!r}: {e}", file=sys.stderr)
     chosen = sorted(OPS) if names is None else list(dict.fromkeys(names))
     return [lookup(OPS, n, "synth op") for n in chosen]

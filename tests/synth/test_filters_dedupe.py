@@ -121,3 +121,20 @@ def test_a_batch_drops_its_own_repeats_and_an_earlier_batchs_problems(tmp_path):
         prepare(out, overwrite=False)
     with pytest.raises(ValueError, match="not a directory"):
         synthesize(SynthConfig(n=1, references=[tmp_path / "nope"]))
+
+
+def test_a_plugin_op_goes_through_the_same_door():
+    from solforge.synth.catalogue import OPS, Op, Step, register_op
+
+    def build(st, rng, slot):
+        return Step([], ["x = torch.special.erf(x) * 2.0"], st.shape)
+
+    register_op(Op("erf_double", "activation", lambda st: True, build))
+    try:
+        batch = synthesize(SynthConfig(n=1, seed=2, ops=["erf_double"], max_ops=1,
+                                       builtin_reference=False,
+                                       filters=FilterConfig(compile_check=False)))
+    finally:
+        OPS.pop("erf_double")
+    (a,) = batch.accepted
+    assert a.ops == ("erf_double",) and "torch.special.erf(x) * 2.0" in a.code
