@@ -78,6 +78,13 @@ def register(app: typer.Typer) -> None:
             return
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             _fail(f"--device {device!r}: use cpu or cuda")
+        if device != "cpu":
+            import torch
+
+            if not torch.cuda.is_available():
+                _fail(f"--device {device}: torch sees no CUDA device here; use --device cpu")
+        if llm_n and not llm:
+            _fail("--llm-n goes with --llm MODEL (the model asked to write them)")
         window = None
         if window_ms:
             try:
