@@ -19,11 +19,14 @@ A candidate passes when it (in this order, the first failure is its reason):
   times, lies inside the device's window (``WINDOWS``; CUDA-Agent-Ops keeps tasks its
   models can be trained on, neither trivial nor overly heavy).
 
-Candidates run in this process (the problems synthesized from the catalogue are trusted
-code; for an LLM's reply see ``llm.py``).
+Candidates from the catalogue run in this process (code this package wrote). An LLM's reply
+runs in a child process of its own (:func:`check_source_isolated`): one that hangs past
+its time (``timeout``) or kills its interpreter (``crashed``: a segfault, an abort, an exit)
+is recorded with that reason and the batch goes on.
 
-Not covered: a candidate that hangs or crashes the interpreter (no timeout is enforced
-here), multi-output problems (only the first output is judged), and memory limits.
+Not covered: a sandbox for the LLM's code (the child is an ordinary process with this
+user's rights: run LLM synthesis where that is acceptable, as for any code a model writes),
+multi-output problems (only the first output is judged), and memory limits.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import torch
 
 REASONS = ("load_error", "eager_error", "non_finite", "nondeterministic", "zero_output",
            "constant_output", "returns_input", "compile_error", "compile_mismatch",
-           "runtime_out_of_window")
+           "runtime_out_of_window", "timeout", "crashed")
 # eager ms per device: (at least, at most); on a CPU the cpu workloads take microseconds
 # to a few milliseconds, so only a runaway one is rejected
 WINDOWS: dict[str, tuple[float, float]] = {"cpu": (0.0, 500.0), "cuda": (0.01, 100.0)}
@@ -212,3 +215,45 @@ def eager_ms(module: Any, params: dict, config: FilterConfig) -> float:
                 torch.cuda.synchronize()
             times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def _child(conn: Any, source: str, meta: dict, config: FilterConfig) -> None:
+    try:
+        conn.send(check_source(source, meta, config))
+    except BaseException as e:  # noqa: BLE001 - whatever happens is the verdict
+        conn.send(Verdict("eager_error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def check_source_isolated(source: str, meta: dict, config: FilterConfig,
+                          timeout_s: float = 300.0) -> Verdict:
+    """:func:`check_source` in a child process (spawned: nothing of this one's state is
+    shared), killed after ``timeout_s``; a child that dies without a verdict is ``crashed``
+    with its exit code or signal."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, source, meta, config), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(timeout_s):
+            try:
+                return recv.recv()
+            except EOFError:
+                pass
+        else:
+            proc.kill()
+            proc.join(5)
+            return Verdict("timeout", f"no verdict within {timeout_s:g} s (killed)")
+        proc.join(5)
+        code = proc.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return Verdict("crashed", f"the candidate's process died ({how}) before a verdict")
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)

@@ -26,7 +26,7 @@ from solforge.synth.dedupe import (
     fingerprint,
     reference_files,
 )
-from solforge.synth.filters import FilterConfig, Tally, check_source
+from solforge.synth.filters import FilterConfig, Tally, check_source, check_source_isolated
 from solforge.synth.write import Accepted
 
 REPORT_SCHEMA = "solforge.synth-report/1"
@@ -82,7 +82,7 @@ def references(config: SynthConfig) -> Deduper:
 
 
 def _screen(batch: Batch, dedupe: Deduper, name: str, code: str, meta: dict,
-            config: SynthConfig) -> str:
+            config: SynthConfig, isolated: bool = False) -> str:
     """The reason for one candidate (``ok``: kept, and added to the references)."""
     try:
         fp = fingerprint(code)
@@ -93,7 +93,8 @@ def _screen(batch: Batch, dedupe: Deduper, name: str, code: str, meta: dict,
     if near is not None:
         batch.tally.add("duplicate", f"similarity {near[1]:.3f} to {near[0]}", name)
         return "duplicate"
-    verdict = check_source(code, meta, config.filters)
+    verdict = (check_source_isolated(code, meta, config.filters) if isolated
+               else check_source(code, meta, config.filters))
     batch.tally.add(verdict.reason, verdict.detail, name)
     if verdict.ok:
         dedupe.references.append((name, fp))
@@ -146,7 +147,8 @@ def _llm_part(batch: Batch, dedupe: Deduper, config: SynthConfig, client, on_dra
             batch.tally.add("llm_error", str(e), f"llm request {k}")
             reason = "llm_error"
         else:
-            reason = _screen(batch, dedupe, d.name, d.code, d.meta, config)
+            # a model's code runs in a process of its own: a hang or a crash is a reason
+            reason = _screen(batch, dedupe, d.name, d.code, d.meta, config, isolated=True)
             if reason == "ok":
                 batch.accepted.append(Accepted(d.name, d.ops, d.code, d.problem_text(), "llm"))
         if on_draw:

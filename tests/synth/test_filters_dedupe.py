@@ -11,7 +11,7 @@ import pytest
 
 from solforge.problems.loader import BUILTIN_DIR
 from solforge.synth.dedupe import Deduper, builtin_files, fingerprint
-from solforge.synth.filters import FilterConfig, check_source
+from solforge.synth.filters import FilterConfig, check_source, check_source_isolated
 from solforge.synth.pipeline import SynthConfig, synthesize
 from solforge.synth.write import prepare, write_batch
 
@@ -138,3 +138,17 @@ def test_a_plugin_op_goes_through_the_same_door():
         OPS.pop("erf_double")
     (a,) = batch.accepted
     assert a.ops == ("erf_double",) and "torch.special.erf(x) * 2.0" in a.code
+
+
+def test_model_written_code_runs_apart_a_hang_or_a_crash_is_a_reason():
+    """An LLM's reply is screened in a process of its own: one that hangs is killed at its
+    time (``timeout``), one that kills its interpreter is ``crashed``, a good one passes."""
+    cfg = FilterConfig(compile_check=False)
+    good = check_source_isolated(GOOD.replace("{extra}", ""), META, cfg, timeout_s=120)
+    assert good.ok, good
+    segv = "import ctypes\nctypes.string_at(0)\n" + GOOD.replace("{extra}", "")
+    v = check_source_isolated(segv, META, cfg, timeout_s=120)
+    assert v.reason == "crashed" and "signal 11" in v.detail, v
+    hang = _with_forward("        while True:\n            pass")
+    v = check_source_isolated(hang, META, cfg, timeout_s=8)
+    assert v.reason == "timeout", v
