@@ -18,6 +18,11 @@ exact by meaning):
 - ``heavy``: Student's t with 4 degrees of freedom, rescaled to unit variance: every
   entry heavy-tailed (a few per million beyond 10 sigma), as residual streams and
   gradients are, where ``outliers`` has a few fixed spikes.
+While ``uniform``, ``outliers`` or ``heavy`` is active, ``torch.randn``/``randn_like``
+called by the problem's own code draw from it too (the same shape, dtype, device,
+generator), so files that draw with torch itself (synthesized problems, converted rows)
+vary with the distribution; this module's generators hold the originals.
+
 - ``signed``: as ``normal`` for :func:`randn`; and while it is active, ``torch.rand``
   and ``torch.rand_like`` called by the problem's own code draw U(-1, 1) instead of
   U(0, 1). It exists for files that do not draw through this module (plain KernelBench
@@ -34,9 +39,10 @@ logits), :func:`probs` (rows that sum to one: a softmax of logits, or Dirichlet)
 
 Not covered: distributions for integer data, sparsity patterns, ``torch.rand`` variants
 other than ``rand``/``rand_like`` under ``signed`` (``Tensor.uniform_``, ``torch.randint``
-keep their ranges), and threads: ``signed`` swaps the ``torch`` module's attributes for the
-block, so another thread drawing with ``torch.rand`` meanwhile gets signed values too (the
-evaluator draws inputs on one thread).
+keep their ranges; ``Tensor.normal_`` keeps N(0, 1)), and threads: the distributions swap
+the ``torch`` module's attributes for the block, so another thread drawing with
+``torch.rand``/``torch.randn`` meanwhile gets their values too (the evaluator draws inputs
+on one thread).
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ PLAIN_DISTRIBUTIONS = ("normal", "signed")
 _active = ["normal"]
 _torch_rand = torch.rand
 _torch_rand_like = torch.rand_like
+_torch_randn = torch.randn
+_torch_randn_like = torch.randn_like
 
 
 def _signed(fn):  # U(0, 1) -> U(-1, 1), same shape, dtype, device and generator
@@ -67,21 +75,54 @@ def _signed(fn):  # U(0, 1) -> U(-1, 1), same shape, dtype, device and generator
     return draw
 
 
+def _reshaped(fn, name: str):
+    """``torch.randn``/``randn_like`` drawing from distribution ``name`` instead of N(0, 1):
+    the same shape, dtype, device and generator; the variance stays one."""
+    def draw(*args, **kwargs):
+        if kwargs.get("out") is not None:  # writes into a caller's buffer: left as is
+            return fn(*args, **kwargs)
+        grad = bool(kwargs.pop("requires_grad", False))
+        x = fn(*args, **kwargs)
+        if x.is_floating_point() and x.numel():
+            with torch.no_grad():
+                x.copy_(_shaped(x.float(), name))
+        return x.requires_grad_() if grad else x
+    return draw
+
+
+def _shaped(z: torch.Tensor, name: str) -> torch.Tensor:
+    """Standard-normal draws ``z`` (fp32) turned into distribution ``name``'s."""
+    if name == "uniform":
+        return (_torch_rand(z.shape, device=z.device) * 2 - 1) * math.sqrt(3.0)
+    if name == "heavy":
+        return _student_t(tuple(z.shape), z.device, first=z)
+    mask = _torch_rand(z.shape, device=z.device) < 1e-3  # outliers
+    return torch.where(mask, z * 30.0, z)
+
+
 @contextlib.contextmanager
 def distribution(name: str) -> Iterator[None]:
-    """Make ``name`` the distribution :func:`randn` draws from inside the block (and, for
-    ``signed``, make ``torch.rand``/``torch.rand_like`` draw U(-1, 1) inside it)."""
+    """Make ``name`` the distribution :func:`randn` draws from inside the block; for
+    ``signed``, make ``torch.rand``/``torch.rand_like`` draw U(-1, 1) inside it, and for
+    ``uniform``, ``outliers`` and ``heavy``, make ``torch.randn``/``torch.randn_like`` draw
+    from that distribution (files that draw with torch itself vary as well)."""
     if name not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {name!r}; use one of {DISTRIBUTIONS}")
     _active.append(name)
-    patched = name == "signed" and torch.rand is _torch_rand
-    if patched:
+    signed = name == "signed" and torch.rand is _torch_rand
+    shaped = name in ("uniform", "outliers", "heavy") and torch.randn is _torch_randn
+    if signed:
         torch.rand, torch.rand_like = _signed(_torch_rand), _signed(_torch_rand_like)
+    if shaped:
+        torch.randn = _reshaped(_torch_randn, name)
+        torch.randn_like = _reshaped(_torch_randn_like, name)
     try:
         yield
     finally:
-        if patched:
+        if signed:
             torch.rand, torch.rand_like = _torch_rand, _torch_rand_like
+        if shaped:
+            torch.randn, torch.randn_like = _torch_randn, _torch_randn_like
         _active.pop()
 
 
@@ -105,7 +146,7 @@ def randn(*shape, dtype: torch.dtype = torch.float32, scale: float = 1.0,
     elif dist == "heavy":
         x = _student_t(shape_t, device)
     else:
-        x = torch.randn(shape_t, device=device)
+        x = _torch_randn(shape_t, device=device)
         if dist == "outliers" and x.numel() > 0:
             mask = _torch_rand(shape_t, device=device) < 1e-3
             x = torch.where(mask, x * 30.0, x)
@@ -115,13 +156,15 @@ def randn(*shape, dtype: torch.dtype = torch.float32, scale: float = 1.0,
 HEAVY_DOF = 4
 
 
-def _student_t(shape: tuple[int, ...], device: str | torch.device | None) -> torch.Tensor:
+def _student_t(shape: tuple[int, ...], device: str | torch.device | None,
+               first: torch.Tensor | None = None) -> torch.Tensor:
     """Student's t (HEAVY_DOF degrees of freedom) over unit variance: normal / sqrt(chi2/dof),
-    the chi-square drawn as a sum of squared normals so only randn's generator is used."""
-    z = torch.randn(shape, device=device)
+    the chi-square drawn as a sum of squared normals so only randn's generator is used
+    (``first``: the normal numerator, already drawn)."""
+    z = _torch_randn(shape, device=device) if first is None else first
     chi2 = torch.zeros(shape, device=device)
     for _ in range(HEAVY_DOF):
-        chi2 += torch.randn(shape, device=device).square()
+        chi2 += _torch_randn(shape, device=device).square()
     t = z / torch.sqrt(chi2 / HEAVY_DOF).clamp_min(1e-3)
     return t / math.sqrt(HEAVY_DOF / (HEAVY_DOF - 2))
 

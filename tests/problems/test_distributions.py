@@ -157,3 +157,22 @@ def test_variance_and_padding_mask():
     assert m.tolist() == [[True] * 3 + [False] * 2, [True] + [False] * 4, [True] * 5]
     add = gen.padding_mask(lens, 6, dtype=torch.float32)
     assert add.shape == (3, 6) and add[1, 1] == float("-inf") and add[2, 4] == 0
+
+
+def test_torch_randn_in_a_problems_own_code_follows_the_distribution():
+    """Files that draw with torch itself (synthesized problems, converted rows) vary with
+    the distribution too; the module's own generators are not drawn twice."""
+    torch.manual_seed(0)
+    with gen.distribution("outliers"):
+        x = torch.randn(200_000)
+        y = torch.randn_like(x)
+        g = gen.randn(200_000)
+    for t in (x, y, g):
+        big = (t.abs() > 8).float().mean().item()
+        assert 2e-4 < big < 2e-3, big  # ~0.1% spikes of 30x (normal: none beyond 8)
+    with gen.distribution("uniform"):
+        u = torch.randn(10_000, dtype=torch.bfloat16)
+    assert u.dtype == torch.bfloat16 and u.float().abs().max() <= 3 ** 0.5 + 1e-2
+    with gen.distribution("normal"):
+        n = torch.randn(200_000)
+    assert (n.abs() > 8).sum() == 0 and torch.randn is gen._torch_randn
