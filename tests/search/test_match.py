@@ -52,6 +52,11 @@ EXPECTED = {
 }
 # the forward corpus of issue 28 (the patterns its references spell)
 EXPECTED |= {
+    "attention_sinks_gpt_oss": ["softmax"],
+    "codebook_embed_sum_musicgen": ["sum_dim"],
+    "dt_bc_norm_jamba": ["rms_norm", "rms_norm", "rms_norm"],
+    "softcap_attention_gemma2": ["softmax"],
+    "top_p_filter_llama3": ["softmax", "softmax"],
     "adaln_modulate_dit": ["layer_norm", "bias_act"],
     "alibi_attention_bloom": ["softmax"],
     "conv_module_conformer": ["layer_norm", "bias_act"],

@@ -48,7 +48,8 @@ class Model(nn.Module):
         super().__init__()
         self.n_rep = heads // kv_heads
         self.scale = head_dim ** -0.5
-        self.window = window
+        # no window: one so wide it masks nothing (the graph stays the same for every workload)
+        self.window = window if window > 0 else 2 ** 30
         self.sinks = nn.Parameter(torch.randn(heads) * 2.0)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -58,9 +59,7 @@ class Model(nn.Module):
         scores = torch.matmul(q.float(), k.transpose(-1, -2)) * self.scale
         i = torch.arange(s, device=q.device)[:, None]
         j = torch.arange(s, device=q.device)[None, :]
-        masked = j > i
-        if self.window:
-            masked = masked | (j <= i - self.window)
+        masked = (j > i) | (j <= i - self.window)
         scores = scores.masked_fill(masked, float("-inf"))
         sink = self.sinks.float().view(1, h, 1, 1).expand(b, h, s, 1)
         probs = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]

@@ -43,16 +43,18 @@ class Model(nn.Module):
     def __init__(self, head_dim: int = 64, eps: float = 1e-6, dtype=torch.bfloat16):
         super().__init__()
         self.eps = eps
-        self.norms = nn.ParameterList(
-            [nn.Parameter((1 + 0.1 * torch.randn(head_dim)).to(dtype)) for _ in range(4)])
+        def weight():
+            return nn.Parameter((1 + 0.1 * torch.randn(head_dim)).to(dtype))
+        self.norm_q, self.norm_k = weight(), weight()
+        self.norm_added_q, self.norm_added_k = weight(), weight()
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * w
 
     def forward(self, q, k, v, tq, tk, tv):
-        q, k = self._rms(q, self.norms[0]), self._rms(k, self.norms[1])
-        tq, tk = self._rms(tq, self.norms[2]), self._rms(tk, self.norms[3])
+        q, k = self._rms(q, self.norm_q), self._rms(k, self.norm_k)
+        tq, tk = self._rms(tq, self.norm_added_q), self._rms(tk, self.norm_added_k)
         o = F.scaled_dot_product_attention(torch.cat([q, tq], 2), torch.cat([k, tk], 2),
                                            torch.cat([v, tv], 2))
         n_img = q.shape[2]

@@ -55,7 +55,8 @@ class Model(nn.Module):
         s = q.shape[2]
         scores = torch.matmul(q.float(), k.transpose(-1, -2)) * self.scale
         scores = torch.tanh(scores / self.softcap) * self.softcap
-        causal = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        pos = torch.arange(s, device=q.device)
+        causal = pos[None, :] > pos[:, None]
         scores = scores.masked_fill(causal, float("-inf"))
         return torch.matmul(torch.softmax(scores, dim=-1), v).to(q.dtype)
 

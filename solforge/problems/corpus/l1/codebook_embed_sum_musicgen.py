@@ -1,10 +1,12 @@
 """MusicGen's decoder input embedding (HF MusicgenForCausalLM): each frame carries one token
 per EnCodec codebook (4 codebooks, delay pattern applied upstream), each codebook has its own
 embedding table of 2048 + 1 entries (the extra one the pad/BOS), and the frame's input is the
-sum of the 4 lookups; fp16."""
+sum of the 4 lookups; fp16. The 4 tables are stored stacked, as one (4 * vocab, hidden)
+matrix, each codebook's ids offset by its table's start."""
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from solforge.problems import gen
 
@@ -41,11 +43,12 @@ class Model(nn.Module):
     def __init__(self, codebooks: int = 4, vocab: int = 2049, hidden: int = 1024,
                  dtype=torch.float16):
         super().__init__()
-        self.embed = nn.ModuleList(nn.Embedding(vocab, hidden, dtype=dtype)
-                                   for _ in range(codebooks))
+        self.tables = nn.Parameter(torch.randn(codebooks * vocab, hidden).to(dtype))
+        self.register_buffer("offsets", torch.arange(codebooks) * vocab)
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
-        return sum(emb(codes[:, k]) for k, emb in enumerate(self.embed))
+        rows = F.embedding(codes + self.offsets[None, :, None], self.tables)  # (b, K, T, H)
+        return rows.sum(dim=1)
 
 
 def get_inputs(batch: int = 8, frames: int = 1, codebooks: int = 4, vocab: int = 2049):

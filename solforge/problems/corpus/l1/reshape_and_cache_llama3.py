@@ -41,13 +41,13 @@ SOLFORGE = {
 
 class Model(nn.Module):
     def forward(self, k, v, key_cache, value_cache, slot_mapping):
-        nb, bs = key_cache.shape[:2]
-        keep = slot_mapping >= 0
-        slots = slot_mapping[keep]
-        kc = key_cache.reshape(nb * bs, *key_cache.shape[2:]).clone()
-        vc = value_cache.reshape(nb * bs, *value_cache.shape[2:]).clone()
-        kc[slots] = k[keep]
-        vc[slots] = v[keep]
+        kc = key_cache.flatten(0, 1)
+        vc = value_cache.flatten(0, 1)
+        n = kc.shape[0]
+        # padding tokens write to one extra row that is dropped afterwards
+        slots = torch.where(slot_mapping >= 0, slot_mapping, torch.full_like(slot_mapping, n))
+        kc = torch.cat([kc, kc[:1]]).index_put((slots,), k)[:n]
+        vc = torch.cat([vc, vc[:1]]).index_put((slots,), v)[:n]
         return kc.view_as(key_cache), vc.view_as(value_cache)
 
 

@@ -42,9 +42,10 @@ class Model(nn.Module):
     def __init__(self, dt_rank: int = 256, state: int = 16, d_inner: int = 8192,
                  eps: float = 1e-6, dtype=torch.bfloat16):
         super().__init__()
-        self.sizes, self.eps = (dt_rank, state, state), eps
-        self.norm_w = nn.ParameterList(
-            [nn.Parameter((1 + 0.1 * torch.randn(n)).to(dtype)) for n in self.sizes])
+        self.dt_rank, self.state, self.eps = dt_rank, state, eps
+        self.dt_norm = nn.Parameter((1 + 0.1 * torch.randn(dt_rank)).to(dtype))
+        self.b_norm = nn.Parameter((1 + 0.1 * torch.randn(state)).to(dtype))
+        self.c_norm = nn.Parameter((1 + 0.1 * torch.randn(state)).to(dtype))
         self.dt_proj = nn.Linear(dt_rank, d_inner, dtype=dtype)
         nn.init.normal_(self.dt_proj.weight, std=dt_rank ** -0.5)
         with torch.no_grad():  # Mamba's dt bias: softplus^-1 of dt in [1e-3, 0.1]
@@ -57,8 +58,9 @@ class Model(nn.Module):
         return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
     def forward(self, params: torch.Tensor):
-        dt, B, C = torch.split(params, self.sizes, dim=-1)
-        dt, B, C = (self._rms(t, w) for t, w in zip((dt, B, C), self.norm_w))
+        dt = self._rms(params[..., :self.dt_rank], self.dt_norm)
+        B = self._rms(params[..., self.dt_rank:self.dt_rank + self.state], self.b_norm)
+        C = self._rms(params[..., self.dt_rank + self.state:], self.c_norm)
         return F.softplus(self.dt_proj(dt)), B, C
 
 

@@ -49,13 +49,11 @@ SOLFORGE = {
 
 def segsum(x: torch.Tensor) -> torch.Tensor:
     """Stable segment sums: out[..., i, j] = sum(x[..., j+1 : i+1]) for j <= i, else -inf."""
-    t = x.size(-1)
-    x = x[..., None].expand(*x.shape, t)
-    mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device), diagonal=-1)
-    x = x.masked_fill(~mask, 0)
+    idx = torch.arange(x.size(-1), device=x.device)
+    x = x.unsqueeze(-1) + torch.zeros_like(x).unsqueeze(-2)  # x[..., i, j] = x[i]
+    x = x.masked_fill(idx[:, None] <= idx[None, :], 0)  # keep i > j
     s = torch.cumsum(x, dim=-2)
-    mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device), diagonal=0)
-    return s.masked_fill(~mask, float("-inf"))
+    return s.masked_fill(idx[:, None] < idx[None, :], float("-inf"))  # keep i >= j
 
 
 class Model(nn.Module):

@@ -51,7 +51,9 @@ class Model(nn.Module):
         sorted_logits, sorted_idx = torch.sort(scores, descending=False)
         cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
         remove_sorted = cum <= (1 - self.top_p)
-        remove_sorted[..., -1:] = False
+        # the most likely token is always kept
+        remove_sorted = torch.cat([remove_sorted[..., :-1],
+                                   torch.zeros_like(remove_sorted[..., -1:])], dim=-1)
         remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
         return torch.softmax(scores.masked_fill(remove, float("-inf")), dim=-1)
 

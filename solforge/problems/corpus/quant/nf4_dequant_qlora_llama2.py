@@ -41,13 +41,13 @@ NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
 class Model(nn.Module):
     def __init__(self, out_features: int = 4096, in_features: int = 4096):
         super().__init__()
-        self.shape = (out_features, in_features)
+        self.out_features, self.in_features = out_features, in_features
         self.register_buffer("table", torch.tensor(NF4, dtype=torch.float32))
 
     def forward(self, packed: torch.Tensor, absmax: torch.Tensor) -> torch.Tensor:
         codes = torch.stack(((packed >> 4) & 0xF, packed & 0xF), dim=-1).view(-1).long()
         w = self.table[codes].view(-1, 64) * absmax[:, None]
-        return w.view(self.shape).to(torch.bfloat16)
+        return w.view(self.out_features, self.in_features).to(torch.bfloat16)
 
 
 def get_inputs(out_features: int = 4096, in_features: int = 4096):
