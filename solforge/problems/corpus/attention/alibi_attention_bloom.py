@@ -15,7 +15,8 @@ SOLFORGE = {
     "category": "attention",
     "models": ["BLOOM 7B1", "BLOOM 176B"],
     "family": "BLOOM",
-    "shapes_from": "config.json of bigscience/bloom-7b1 (hidden_size 4096, n_head 32, head_dim 128) "
+    "shapes_from": "config.json of bigscience/bloom-7b1 (hidden_size 4096, n_head 32, head_dim "
+                   "128) "
                    "and bigscience/bloom (hidden 14336, n_head 112; 14 heads per GPU at TP 8)",
     "precision": "bf16",
     "description": "softmax(q k^T / sqrt(d) + slope_h * (j - i), causal) v for q, k, v of shape "

@@ -56,7 +56,8 @@ class Model(nn.Module):
 
 def get_inputs(batch: int = 1, heads: int = 8, seq: int = 2048, dk: int = 256, dv: int = 512,
                dtype=torch.float16):
-    return [gen.randn(batch, heads, seq, dk, dtype=dtype), gen.randn(batch, heads, seq, dk, dtype=dtype),
+    return [gen.randn(batch, heads, seq, dk, dtype=dtype),
+            gen.randn(batch, heads, seq, dk, dtype=dtype),
             gen.randn(batch, heads, seq, dv, dtype=dtype)]
 
 

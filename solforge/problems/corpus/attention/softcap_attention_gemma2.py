@@ -16,7 +16,8 @@ SOLFORGE = {
                    "query_pre_attn_scalar 256, attn_logit_softcapping 50.0) and gemma-2-27b "
                    "(32 heads, 16 kv heads, head_dim 128, query_pre_attn_scalar 144)",
     "precision": "bf16",
-    "description": "o = softmax(causal(50 * tanh(q k^T * scale / 50))) v, q (batch, heads, seq, d), "
+    "description": "o = softmax(causal(50 * tanh(q k^T * scale / 50))) v, q (batch, heads, seq, "
+                   "d), "
                    "k and v (batch, kv_heads, seq, d) shared by heads / kv_heads query heads.",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "seq": 13, "heads": 4, "kv_heads": 2,

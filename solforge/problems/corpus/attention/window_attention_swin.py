@@ -17,7 +17,8 @@ SOLFORGE = {
                    "num_heads [3, 6, 12, 24], window_size 7, 56x56 stage-1 map), "
                    "swin-base-patch4-window7-224 (128, heads 4..32) and swin-large (192)",
     "precision": "fp16",
-    "description": "x (batch, H, W, C) -> windows (batch * H/7 * W/7, 49, C) -> qkv -> softmax(q k^T "
+    "description": "x (batch, H, W, C) -> windows (batch * H/7 * W/7, 49, C) -> qkv -> softmax(q "
+                   "k^T "
                    "/ sqrt(d) + B[rel(i, j)]) v per head -> proj -> (batch, H, W, C).",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "size": 8, "dim": 16, "heads": 2,

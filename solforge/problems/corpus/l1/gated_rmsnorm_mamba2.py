@@ -17,7 +17,8 @@ SOLFORGE = {
                    "rms_norm eps 1e-5) and mistralai/Mamba-Codestral-7B-v0.1 (d_inner 8192, "
                    "n_groups 8 -> groups of 1024)",
     "precision": "bf16",
-    "description": "x, z (tokens, D): g = x * silu(z) in fp32; y = g / sqrt(mean over each group of "
+    "description": "x, z (tokens, D): g = x * silu(z) in fp32; y = g / sqrt(mean over each group "
+                   "of "
                    "g^2 + eps) * w, cast to bf16.",
     "workloads": [
         {"name": "cpu_small", "params": {"tokens": 5, "d_inner": 64, "groups": 1}, "cpu": True},

@@ -18,7 +18,8 @@ SOLFORGE = {
                    "1024 over 8 GPUs = 128 per GPU, 1000 classes) and ImageNet-21k pretraining "
                    "(21841 classes)",
     "precision": "fp32",
-    "description": "logits (b, K), labels (b,) -> mean_b[0.9 * -log p[label] + 0.1 * mean_k(-log p)].",
+    "description": "logits (b, K), labels (b,) -> mean_b[0.9 * -log p[label] + 0.1 * mean_k(-log "
+                   "p)].",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 8, "classes": 10}, "cpu": True},
         {"name": "cpu_odd", "params": {"batch": 3, "classes": 37}, "cpu": True, "visible": False},

@@ -17,7 +17,8 @@ SOLFORGE = {
                    "head_dim 128, rope_scaling mrope_section [16, 24, 24], rope_theta 1000000) "
                    "and Qwen2-VL-72B (64 heads, 8 kv heads)",
     "precision": "bf16",
-    "description": "positions (3, tokens): frequency slot i of section s uses positions[s]; cos/sin "
+    "description": "positions (3, tokens): frequency slot i of section s uses positions[s]; "
+                   "cos/sin "
                    "of the assembled angles rotate q (tokens, heads, d) and k (tokens, kv, d).",
     "workloads": [
         {"name": "cpu_small", "params": {"tokens": 6, "heads": 2, "kv_heads": 1, "head_dim": 16,

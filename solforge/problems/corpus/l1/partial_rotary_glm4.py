@@ -29,7 +29,8 @@ SOLFORGE = {
         {"name": "prefill_b4_s2048", "params": {"batch": 4, "heads": 32, "kv_heads": 2,
                                                 "seq": 2048, "head_dim": 128}, "visible": False},
     ],
-    "flops": lambda p: 3 * p["batch"] * (p["heads"] + p["kv_heads"]) * p["seq"] * p["head_dim"] // 2,
+    "flops": lambda p: 3 * p["batch"] * (p["heads"] + p["kv_heads"]) * p["seq"]
+    * p["head_dim"] // 2,
     "bytes": lambda p: 2 * 2 * p["batch"] * (p["heads"] + p["kv_heads"]) * p["seq"] * p["head_dim"]
     + 8 * p["batch"] * p["seq"],
 }

@@ -19,7 +19,8 @@ SOLFORGE = {
                    "logit_scale_init_value 2.6592, trained to ln 100) and clip-vit-base-patch32 "
                    "(512); zero-shot ImageNet (1000 class prompts) and retrieval batches",
     "precision": "fp16",
-    "description": "img (I, D), txt (T, D) -> t = txt/|txt|, i = img/|img|; per_text = 100 * t i^T; "
+    "description": "img (I, D), txt (T, D) -> t = txt/|txt|, i = img/|img|; per_text = 100 * t "
+                   "i^T; "
                    "returns (per_text, per_text^T).",
     "workloads": [
         {"name": "cpu_small", "params": {"images": 6, "texts": 5, "dim": 32}, "cpu": True},

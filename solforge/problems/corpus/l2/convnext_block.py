@@ -17,7 +17,8 @@ SOLFORGE = {
                    "224px -> stage maps 56, 28, 14, 7, layer_scale_init 1e-6) and "
                    "convnext-base-224 ([128, 256, 512, 1024])",
     "precision": "fp16",
-    "description": "x (b, C, H, W) -> dwconv7x7 -> permute to (b, H, W, C) -> LayerNorm(eps 1e-6) -> "
+    "description": "x (b, C, H, W) -> dwconv7x7 -> permute to (b, H, W, C) -> LayerNorm(eps 1e-6) "
+                   "-> "
                    "pwconv1 -> GELU -> pwconv2 -> * gamma -> permute back -> + x.",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "dim": 16, "size": 8}, "cpu": True},

@@ -18,7 +18,8 @@ SOLFORGE = {
                    "heads), cross_attention_dim 2048; 1024px -> 128x128 latents, attention at "
                    "64x64 (640 ch) and 32x32 (1280 ch), batch 2 for classifier-free guidance",
     "precision": "fp16",
-    "description": "x (b, n, C), ctx (b, 77, 2048): o = to_out(sdpa(to_q(x), to_k(ctx), to_v(ctx))) "
+    "description": "x (b, n, C), ctx (b, 77, 2048): o = to_out(sdpa(to_q(x), to_k(ctx), "
+                   "to_v(ctx))) "
                    "with C / 64 heads.",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "tokens": 16, "dim": 32, "ctx_len": 7,
@@ -66,7 +67,8 @@ class Model(nn.Module):
 
 def get_inputs(batch: int = 2, tokens: int = 4096, dim: int = 640, ctx_len: int = 77,
                ctx_dim: int = 2048, dtype=torch.float16):
-    return [gen.randn(batch, tokens, dim, dtype=dtype), gen.randn(batch, ctx_len, ctx_dim, dtype=dtype)]
+    return [gen.randn(batch, tokens, dim, dtype=dtype),
+            gen.randn(batch, ctx_len, ctx_dim, dtype=dtype)]
 
 
 def get_init_inputs(dim: int = 640, ctx_dim: int = 2048, dtype=torch.float16):

@@ -17,7 +17,8 @@ SOLFORGE = {
                    "(embedding_size 50304); OLMo's training config (z_loss_multiplier 1e-4, "
                    "4096-token sequences)",
     "precision": "fp32",
-    "description": "logits (tokens, V) fp32, labels (tokens,) with -100 ignored -> (mean CE, mean z) "
+    "description": "logits (tokens, V) fp32, labels (tokens,) with -100 ignored -> (mean CE, mean "
+                   "z) "
                    "as two scalars.",
     "workloads": [
         {"name": "cpu_small", "params": {"tokens": 9, "vocab": 64}, "cpu": True},

@@ -32,7 +32,8 @@ SOLFORGE = {
         {"name": "prefill_2k", "params": {"tokens": 2048, "dt_rank": 256, "state": 16,
                                           "d_inner": 8192}, "visible": False},
     ],
-    "flops": lambda p: 2 * p["tokens"] * p["dt_rank"] * p["d_inner"] + 4 * p["tokens"] * p["d_inner"],
+    "flops": lambda p: 2 * p["tokens"] * p["dt_rank"] * p["d_inner"]
+    + 4 * p["tokens"] * p["d_inner"],
     "bytes": lambda p: 2 * (p["tokens"] * (2 * p["dt_rank"] + 4 * p["state"] + p["d_inner"])
                             + p["dt_rank"] * p["d_inner"]),
 }

@@ -17,7 +17,8 @@ SOLFORGE = {
                    "[320, 640, 1280, 1280]; 512px -> 64x64 latent, transformer at 64x64, 32x32, "
                    "16x16) and SDXL base (640 at 64x64, 1280 at 32x32 for 1024px); mult 4",
     "precision": "fp16",
-    "description": "x (b, n, C) -> proj C -> 8C -> (h, g) = chunk(2) -> h * gelu(g) -> Linear 4C -> C.",
+    "description": "x (b, n, C) -> proj C -> 8C -> (h, g) = chunk(2) -> h * gelu(g) -> Linear 4C "
+                   "-> C.",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "tokens": 16, "dim": 16}, "cpu": True},
         {"name": "cpu_odd", "params": {"batch": 2, "tokens": 9, "dim": 24}, "cpu": True,

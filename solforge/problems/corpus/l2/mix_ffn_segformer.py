@@ -17,7 +17,8 @@ SOLFORGE = {
                    "128, 320, 512], mlp_ratios 4, strides 4/8/16/32: 160x160 tokens at stage 1 "
                    "for 640px) and segformer-b0 (hidden_sizes [32, 64, 160, 256], 512px)",
     "precision": "fp16",
-    "description": "x (b, H * W, C) -> fc1 -> view (b, 4C, H, W) -> dwconv3x3 -> flatten -> GELU -> "
+    "description": "x (b, H * W, C) -> fc1 -> view (b, 4C, H, W) -> dwconv3x3 -> flatten -> GELU "
+                   "-> "
                    "fc2.",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 1, "size": 6, "dim": 8}, "cpu": True},
@@ -42,7 +43,7 @@ class Model(nn.Module):
         self.fc2 = nn.Linear(4 * dim, dim, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, _ = x.shape
+        b = x.shape[0]
         h = self.fc1(x)
         h = h.transpose(1, 2).reshape(b, -1, self.size, self.size)
         h = self.dw(h).flatten(2).transpose(1, 2)

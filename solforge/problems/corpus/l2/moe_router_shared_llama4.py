@@ -60,7 +60,8 @@ class Model(nn.Module):
 
 
 def get_inputs(tokens: int = 32, hidden: int = 5120, experts: int = 16, dtype=torch.bfloat16):
-    return [gen.randn(tokens, hidden, dtype=dtype), gen.randn(tokens, experts, dtype=dtype, scale=2.0)]
+    return [gen.randn(tokens, hidden, dtype=dtype),
+            gen.randn(tokens, experts, dtype=dtype, scale=2.0)]
 
 
 def get_init_inputs(hidden: int = 5120, experts: int = 16, intermediate: int = 8192,

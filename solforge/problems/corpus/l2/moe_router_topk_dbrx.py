@@ -30,7 +30,8 @@ SOLFORGE = {
         {"name": "prefill_2k", "params": {"tokens": 2048, "hidden": 6144, "experts": 16,
                                           "top_k": 4}, "visible": False},
     ],
-    "flops": lambda p: 2 * p["tokens"] * p["hidden"] * p["experts"] + 5 * p["tokens"] * p["experts"],
+    "flops": lambda p: 2 * p["tokens"] * p["hidden"] * p["experts"]
+    + 5 * p["tokens"] * p["experts"],
     "bytes": lambda p: 2 * (p["tokens"] * p["hidden"] + p["hidden"] * p["experts"])
     + 12 * p["tokens"] * p["top_k"],
     "index_outputs": {1: {"from_inputs": lambda x, w: F.softmax(

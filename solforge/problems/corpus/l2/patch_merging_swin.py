@@ -44,7 +44,7 @@ class Model(nn.Module):
             self.norm.bias.normal_(0, 0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, c = x.shape
+        b, _, c = x.shape
         h = w = self.size
         x = x.view(b, h, w, c)
         x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]],

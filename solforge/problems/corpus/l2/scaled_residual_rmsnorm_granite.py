@@ -46,7 +46,8 @@ class Model(nn.Module):
 
 
 def get_inputs(tokens: int = 64, hidden: int = 4096, dtype=torch.bfloat16):
-    return [gen.randn(tokens, hidden, dtype=dtype), gen.randn(tokens, hidden, dtype=dtype, scale=2.0)]
+    return [gen.randn(tokens, hidden, dtype=dtype),
+            gen.randn(tokens, hidden, dtype=dtype, scale=2.0)]
 
 
 def get_init_inputs(hidden: int = 4096, dtype=torch.bfloat16):

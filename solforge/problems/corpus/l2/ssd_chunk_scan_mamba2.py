@@ -39,7 +39,8 @@ SOLFORGE = {
                                                           "groups": 8, "state": 128,
                                                           "chunk": 256}, "visible": False},
     ],
-    # intra-chunk C B^T and its product with X, plus the state terms: ~ 2 l h (chunk (n + p) + 2 n p)
+    # intra-chunk C B^T and its product with X, plus the state terms:
+    # ~ 2 l h (chunk (n + p) + 2 n p)
     "flops": lambda p: 2 * p["batch"] * p["seq"] * p["heads"]
     * (p["chunk"] * (p["state"] + p["head_dim"]) + 2 * p["state"] * p["head_dim"]),
     "bytes": lambda p: 4 * p["batch"] * p["seq"] * (2 * p["heads"] * p["head_dim"] + p["heads"]
@@ -62,8 +63,8 @@ class Model(nn.Module):
         self.rep, self.chunk = heads // groups, chunk
 
     def forward(self, x, dt, A, B, C):
-        b, l, h, p = x.shape
-        c, q = l // self.chunk, self.chunk
+        b, length, h, p = x.shape
+        c, q = length // self.chunk, self.chunk
         X = (x * dt[..., None]).view(b, c, q, h, p)
         Ad = (dt * A).view(b, c, q, h).permute(0, 3, 1, 2)  # (b, h, c, q)
         B = B.repeat_interleave(self.rep, dim=2).view(b, c, q, h, -1)
@@ -77,7 +78,7 @@ class Model(nn.Module):
         decay_chunk = torch.exp(segsum(F.pad(A_cum[..., -1], (1, 0))))
         states = torch.einsum("bhzc,bchpn->bzhpn", decay_chunk, states)[:, :-1]
         y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", C, states, torch.exp(A_cum))
-        return (y_diag + y_off).reshape(b, l, h, p)
+        return (y_diag + y_off).reshape(b, length, h, p)
 
 
 def get_inputs(batch: int = 1, seq: int = 4096, heads: int = 80, head_dim: int = 64,

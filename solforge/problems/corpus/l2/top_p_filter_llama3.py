@@ -1,10 +1,10 @@
 """Nucleus (top-p) filtering of next-token logits as HF's TemperatureLogitsWarper +
 TopPLogitsWarper apply it for Llama 3 sampling: logits / temperature, sorted ascending, the
 smallest-probability tokens whose cumulative mass stays within 1 - top_p removed (the last
-token always kept), and the kept ones renormalized; returns the sampling distribution, fp32 data. Judged at the bf16
-class's tolerance: a token whose cumulative mass sits within rounding of the threshold may be
-kept by one correct kernel and dropped by another, which moves every probability by about
-that token's (tiny) mass."""
+token always kept), and the kept ones renormalized; returns the sampling distribution, fp32
+data. Judged at the bf16 class's tolerance: a token whose cumulative mass sits within
+rounding of the threshold may be kept by one correct kernel and dropped by another, which
+moves every probability by about that token's (tiny) mass."""
 
 import torch
 import torch.nn as nn
@@ -17,7 +17,8 @@ SOLFORGE = {
     "models": ["Llama 3 8B Instruct", "Qwen2.5 7B Instruct"],
     "family": "Llama 3",
     "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B-Instruct (vocab_size 128256) and "
-                   "its generation_config.json (temperature 0.6, top_p 0.9); Qwen/Qwen2.5-7B-Instruct "
+                   "its generation_config.json (temperature 0.6, top_p 0.9); "
+                   "Qwen/Qwen2.5-7B-Instruct "
                    "(vocab 152064, temperature 0.7, top_p 0.8)",
     "precision": "bf16",
     "description": "logits (batch, vocab) fp32 -> probs (batch, vocab): softmax over the top-p "

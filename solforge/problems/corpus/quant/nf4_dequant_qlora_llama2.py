@@ -17,7 +17,8 @@ SOLFORGE = {
                    "Llama-2-13b-hf (5120, 13824) with BitsAndBytesConfig(load_in_4bit, "
                    "bnb_4bit_quant_type nf4, blocksize 64, compute dtype bf16)",
     "precision": "bf16",
-    "description": "packed (out * in / 2,) uint8, absmax (out * in / 64,) fp32 -> W (out, in) bf16 = "
+    "description": "packed (out * in / 2,) uint8, absmax (out * in / 64,) fp32 -> W (out, in) "
+                   "bf16 = "
                    "NF4[code] * absmax[i // 64].",
     "workloads": [
         {"name": "cpu_small", "params": {"out_features": 16, "in_features": 64}, "cpu": True},
