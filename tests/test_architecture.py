@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "solforge"
 # top to bottom; a row's groups are peers
 PACKAGE_LAYERS = [
     ["cli"],
-    ["rl"],
+    ["rl", "synth"],
     ["search", "agents", "report", "gate", "models"],
     ["orchestrate"],
     ["bench"],

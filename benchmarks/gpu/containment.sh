@@ -8,6 +8,8 @@
 #   OUT=/tmp/out bash benchmarks/gpu/containment.sh
 # Results: $OUT/containment.json (one entry per check: ok, and what was seen), the logs
 # $OUT/*.log. DEADLINE (seconds after start, default 560) bounds the last, open-ended step.
+# STEPS (default: all four) names the Python checks to run: machine tamper_default
+# tamper_hardened builds.
 # DEVICE=cpu dry-runs steps 1-3 on a CPU machine (slow there: the builds fail as GPU-only).
 set -u
 export PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out} SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
@@ -141,8 +143,12 @@ def builds():
                                   if isinstance(recs, list) else None}
 
 
+# STEPS picks a subset (e.g. STEPS="machine builds" once the tamper test is recorded)
+wanted = os.environ.get("STEPS", "machine tamper_default tamper_hardened builds").split()
 for name, fn in (("machine", machine), ("tamper_default", lambda: tamper(False)),
                  ("tamper_hardened", lambda: tamper(True)), ("builds", builds)):
+    if name not in wanted:
+        continue
     t0 = time.time()
     try:
         fn()

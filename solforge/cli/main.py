@@ -20,7 +20,8 @@ def _register() -> None:
 
     app.add_typer(problems.app, name="problems")
     bench.register(app)
-    for name in ("calibrate", "optimize", "runs", "rl", "imports", "report", "ci", "models"):
+    for name in ("calibrate", "optimize", "runs", "rl", "imports", "report", "ci", "models",
+                 "synth"):
         try:
             module = __import__(f"solforge.cli.{name}", fromlist=["register"])
         except ModuleNotFoundError as e:

@@ -69,8 +69,10 @@ def register(app: typer.Typer) -> None:
                                     "token after a prefill of --seq); neither flag: prefill"),
         dtype: str = typer.Option("float32", help="float32, bfloat16 or float16"),
         device: str = typer.Option("cpu", help="cpu or cuda"),
-        backward: bool = typer.Option(False, "--backward", help="not supported yet: "
-                                      "extraction captures forward passes only"),
+        backward: bool = typer.Option(False, "--backward", help="prefill steps are "
+                                      "training steps: each module with something to "
+                                      "differentiate also gets a backward problem "
+                                      "(<name>_bwd: the gradients, given its outputs')"),
         name: str = typer.Option(None, help="prefix of the problem names (default: MODEL)"),
         as_json: bool = typer.Option(False, "--json", help="print the manifest as JSON"),
     ) -> None:
@@ -78,18 +80,19 @@ def register(app: typer.Typer) -> None:
         write one problem file per distinct module (one workload per shape) ranked by its
         share of the model's time, and extract.json. Optimise them with `solforge optimize
         OUT`; the planner weighs each by its share."""
-        if backward:
-            _fail("--backward: extraction captures forward passes only (training steps are "
-                  "not covered yet); drop the flag")
         from solforge.models.extract import Step
         from solforge.models.extract import extract as run_extract
         from solforge.models.source import ModelSpecError
 
+        if backward and "prefill" not in _modes(prefill, decode):
+            # said before the model is built: a default-sized one takes minutes and GBs
+            _fail("--backward needs a prefill step (a training step runs the whole "
+                  "sequence): add --prefill")
         batches, seqs = _ints(batch, "--batch"), _ints(seq, "--seq")
         built = _build(model, sets, layers, dtype, device, max(batches), max(seqs))
         steps = [Step(m, b, s) for m in _modes(prefill, decode) for b in batches for s in seqs]
         try:
-            manifest = run_extract(built, steps, out, tag=name)
+            manifest = run_extract(built, steps, out, tag=name, backward=backward)
         except ModelSpecError as e:
             _fail(str(e))
         if as_json:
@@ -97,10 +100,11 @@ def register(app: typer.Typer) -> None:
             return
         t = Table(title=f"{model}: {len(manifest['problems'])} problem(s) in {out}; "
                         f"{manifest['covered_share']:.1%} of the model's time covered")
-        for col in ("problem", "class", "modules", "workloads (calls)", "share"):
+        for col in ("problem", "dir", "class", "modules", "workloads (calls)", "share"):
             t.add_column(col, justify="right" if col == "share" else "left")
         for p in manifest["problems"]:
-            t.add_row(p["name"], p["class"].rsplit(".", 1)[-1], str(len(p["paths"])),
+            t.add_row(p["name"], "bwd" if p["direction"] == "backward" else "fwd",
+                      p["class"].rsplit(".", 1)[-1], str(len(p["paths"])),
                       ", ".join(f"{k} ({v['calls']})" for k, v in p["workloads"].items()),
                       f"{p['share']:.1%}")
         console.print(t)

@@ -13,8 +13,10 @@ events around each call on a GPU (device time, read after one synchronisation, s
 timing adds no sync), the host clock on a CPU. Times of nested modules overlap (an MLP's
 include its Linear layers).
 
-Not covered: backward passes, modules called with tensors inside containers, and time spent
-between modules (attention kernels inside an attention module that is not capturable show
+:func:`profile_backward` times a training step (forward, then backward of a scalar of the
+output) with every module's backward timed by full backward hooks.
+
+Not covered: modules called with tensors inside containers, and time spent between modules (attention kernels inside an attention module that is not capturable show
 in the model's total, not in any problem's share).
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import inspect
 import statistics
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,6 +68,7 @@ class Call:
     path: str
     inputs: tuple[TensorSpec, ...] = ()
     reason: str = ""                    # why it cannot be a problem; "" when it can
+    outputs: tuple[TensorSpec, ...] = ()  # what it returned (a backward problem's grads in)
 
     def signature(self) -> tuple:
         return tuple(t.signature() for t in self.inputs)
@@ -177,6 +181,9 @@ def capture_calls(root: nn.Module, prepare: Callable[[], Any],
             call = stack.pop()
             if not call.reason and not _output_ok(out):
                 call.reason = f"returns a {type(out).__name__}, not tensors"
+            elif not call.reason:
+                outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+                call.outputs = tuple(tensor_spec(f"out{i}", o) for i, o in enumerate(outs))
 
     inputs = prepare()
     for path, m in cap.modules.items():
@@ -256,3 +263,91 @@ def profile_modules(root: nn.Module, prepare: Callable[[], Any], run: Callable[[
     # the same step calls each module the same number of times: median per call
     return statistics.median(totals), {
         p: [statistics.median(x) for x in zip(*runs)] for p, runs in calls.items()}
+
+
+def _scalar(out: Any) -> torch.Tensor:
+    """A scalar of a step's output to run backward from: the first floating tensor in it (a
+    tensor, a tuple, or a ModelOutput's fields), reduced."""
+    items = [out] if isinstance(out, torch.Tensor) else (
+        list(out.values()) if hasattr(out, "values") else list(out)
+        if isinstance(out, (tuple, list)) else [])
+    for t in items:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad:
+            return t.float().square().mean()
+    raise ValueError(f"the step's output ({type(out).__name__}) holds no floating tensor "
+                     "that requires grad: nothing to run backward from")
+
+
+def profile_backward(root: nn.Module, prepare: Callable[[], Any], run: Callable[[Any], Any],
+                     paths: list[str], warmup: int = 2, repeats: int = 3
+                     ) -> tuple[float, dict[str, list[float]]]:
+    """(a training step's time in ms, each path's backward times in ms): medians over
+    ``repeats`` steps of ``run(prepare())`` then backward of a scalar of its output, after
+    ``warmup`` untimed ones; each module's backward timed from its full backward pre-hook
+    (its output's gradient is ready) to its full backward hook (its inputs' are). A module
+    whose inputs need no gradient and whose parameters are frozen has no backward calls."""
+    modules = dict(root.named_modules())
+    cuda = any(p.is_cuda for p in root.parameters())
+
+    def now() -> Any:
+        if cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def ms(a: Any, b: Any) -> float:
+        return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
+
+    def step() -> None:
+        with torch.enable_grad(), warnings.catch_warnings():
+            # a module whose inputs need no grad (an embedding) is timed from its output's
+            # gradient: what torch warns about is what is wanted here
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            loss = _scalar(run(prepare()))
+            loss.backward()
+        root.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):
+        step()
+    marks: dict[str, list[list[Any]]] = {p: [] for p in paths}
+    timing = [False]
+
+    def pre(path: str) -> Callable:
+        def hook(_m: nn.Module, _g: Any) -> None:
+            if timing[0]:
+                marks[path].append([now(), None])
+        return hook
+
+    def post(path: str) -> Callable:
+        def hook(_m: nn.Module, _gi: Any, _go: Any) -> None:
+            if timing[0] and marks[path] and marks[path][-1][1] is None:
+                marks[path][-1][1] = now()
+        return hook
+
+    handles = []
+    for path in paths:
+        handles.append(modules[path].register_full_backward_pre_hook(pre(path)))
+        handles.append(modules[path].register_full_backward_hook(post(path)))
+    totals: list[float] = []
+    calls: dict[str, list[list[float]]] = {p: [] for p in paths}
+    try:
+        for _ in range(repeats):
+            for p in paths:
+                marks[p] = []
+            timing[0] = True
+            start = now()
+            step()
+            end = now()
+            timing[0] = False
+            if cuda:
+                torch.cuda.synchronize()
+            totals.append(ms(start, end))
+            for p, v in marks.items():
+                calls[p].append([ms(a, b) for a, b in v if b is not None])
+    finally:
+        for h in handles:
+            h.remove()
+    return statistics.median(totals), {
+        p: [statistics.median(x) for x in zip(*runs)] if all(runs) else []
+        for p, runs in calls.items()}

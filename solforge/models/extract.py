@@ -19,9 +19,18 @@ problem file per problem (KernelBench ``Model``/``get_inputs``/
 module paths, the calls per workload and each workload's share) and ``extract.json``: the
 problems ranked by share, the steps' times, and every module left out with why.
 
-Not covered: backward passes (forward steps only), shares of time spent outside captured
-modules (attention called with a cache: the uncovered remainder is reported), and several
-devices.
+With ``backward`` (``--backward``) each prefill step is a training step: the model runs
+forward and then backward of a scalar of its output (``profile_backward``), the step's time is
+that whole step's, and every problem whose module has something to differentiate (a floating
+input or a parameter) gets a second file, ``<name>_bwd.py``: a backward problem
+(``direction: backward``) whose ``forward`` takes the module's inputs and the gradient of each
+floating output and returns the gradients of the floating inputs, then of the parameters in
+``named_parameters`` order, computed by autograd through the module itself (the reference a
+fused backward kernel must match); its share is the module's backward time over the steps'.
+
+Not covered: shares of time spent outside captured modules (attention called with a cache:
+the uncovered remainder is reported), backward of decode steps (not a training step),
+optimizer steps, and several devices.
 """
 
 from __future__ import annotations
@@ -37,9 +46,10 @@ from typing import Any
 
 import torch
 
-from solforge.models.capture import Call, capture_calls, dtype_name, profile_modules
+from solforge.models.capture import (Call, capture_calls, dtype_name, profile_backward,
+                                     profile_modules)
 from solforge.models.rebuild import CONFIG, RebuildError, Recipe, recipe_for
-from solforge.models.source import BuiltModel
+from solforge.models.source import BuiltModel, ModelSpecError
 
 MANIFEST = "extract.json"
 MANIFEST_SCHEMA = "solforge.extract/1"
@@ -66,12 +76,18 @@ class Group:
     recipe: Recipe
     cls: str
     paths: list[str] = field(default_factory=list)
-    # workload name -> {"step", "signature", "inputs", "calls", "ms"}
+    # workload name -> {"step", "signature", "inputs", "outputs", "calls", "ms"}
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the same for the backward problem (prefill steps of a --backward extraction)
+    backward: dict[str, dict[str, Any]] = field(default_factory=dict)
     name: str = ""
+    differentiable: bool = False    # a floating input or a parameter: a backward exists
 
     def ms(self) -> float:
         return sum(w["ms"] for w in self.workloads.values())
+
+    def backward_ms(self) -> float:
+        return sum(w["ms"] for w in self.backward.values())
 
 
 def _slug(s: str) -> str:
@@ -84,9 +100,12 @@ def problem_stem(tag: str, path: str) -> str:
 
 
 def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = None,
-            warmup: int = 1) -> dict[str, Any]:
+            warmup: int = 1, backward: bool = False) -> dict[str, Any]:
     """Capture, group, profile and write the problems of ``built`` (module docstring);
     returns the manifest written as ``out/extract.json``."""
+    if backward and not any(s.mode == "prefill" for s in steps):
+        raise ModelSpecError("--backward needs a prefill step (a training step runs the "
+                             "whole sequence): add --prefill")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _remove_previous(out)
@@ -101,10 +120,19 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
             return built.inputs(step.mode, step.batch, step.seq)
 
         cap = capture_calls(model, prepare, built.call)
-        total, times = profile_modules(model, prepare, built.call,
-                                       sorted({c.path for c in cap.calls}), warmup=warmup)
+        paths = sorted({c.path for c in cap.calls})
+        total, times = profile_modules(model, prepare, built.call, paths, warmup=warmup)
+        bwd_times: dict[str, list[float]] = {}
+        if backward and step.mode == "prefill":
+            try:
+                total, bwd_times = profile_backward(model, prepare, built.call, paths,
+                                                    warmup=warmup + 1)
+            except (RuntimeError, ValueError) as e:
+                raise ModelSpecError(f"--backward: the training step of {built.name} failed "
+                                     f"({type(e).__name__}: {e})") from None
         step_ms[step.name] = total
         seen: dict[str, int] = defaultdict(int)
+        counts = defaultdict(int, {p: sum(1 for c in cap.calls if c.path == p) for p in paths})
         for call in cap.calls:
             i = seen[call.path]
             seen[call.path] += 1
@@ -112,17 +140,44 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
             group = _group_of(call, cap.modules[call.path], model, recipes, groups, skipped)
             if group is not None:
                 _add_call(group, step, call, ms)
+                group.differentiable = group.differentiable or _differentiable(
+                    call, cap.modules[call.path])
+                if backward and step.mode == "prefill":
+                    # backward hooks fire in reverse call order
+                    b = bwd_times.get(call.path, [])
+                    j = counts[call.path] - 1 - i
+                    _add_call(group, step, call, b[j] if 0 <= j < len(b) else 0.0,
+                              into=group.backward)
     _name_groups(groups.values(), tag)
     grand = sum(step_ms.values()) or 1.0
     problems = []
-    for g in sorted(groups.values(), key=lambda g: -g.ms()):
+    for g in groups.values():
         share = g.ms() / grand
         path = out / f"{g.name}.py"
         path.write_text(problem_source(g, built, share, step_ms))
         problems.append({"name": g.name, "file": path.name, "class": g.cls,
-                         "paths": g.paths, "share": round(share, 6),
+                         "direction": "forward", "paths": g.paths, "share": round(share, 6),
                          "workloads": {k: {"calls": w["calls"], "ms": round(w["ms"], 6)}
                                        for k, w in g.workloads.items()}})
+        if g.backward and g.differentiable:
+            bshare = g.backward_ms() / grand
+            bpath = out / f"{g.name}_bwd.py"
+            bpath.write_text(problem_source(g, built, bshare, step_ms, backward=True))
+            why = _trivial_backward(bpath, built.device)
+            if why:
+                bpath.unlink()
+                skipped.setdefault(f"{g.paths[0]} (backward)", why)
+                continue
+            problems.append({"name": f"{g.name}_bwd", "file": bpath.name, "class": g.cls,
+                             "direction": "backward", "paths": g.paths,
+                             "share": round(bshare, 6),
+                             "workloads": {_train(k): {"calls": w["calls"],
+                                                       "ms": round(w["ms"], 6)}
+                                           for k, w in g.backward.items()}})
+        elif g.backward:
+            skipped.setdefault(f"{g.paths[0]} (backward)", "nothing to differentiate: no "
+                               "floating input and no parameter")
+    problems.sort(key=lambda p: -p["share"])
     manifest = {
         "schema": MANIFEST_SCHEMA, "model": built.name, "kind": built.kind,
         "overrides": built.overrides, "dtype": dtype_name(_dtype(built)),
@@ -179,19 +234,57 @@ def _group_of(call: Call, module: torch.nn.Module, root: torch.nn.Module,
     return g
 
 
-def _add_call(g: Group, step: Step, call: Call, ms: float) -> None:
+def _add_call(g: Group, step: Step, call: Call, ms: float,
+              into: dict[str, dict[str, Any]] | None = None) -> None:
+    table = g.workloads if into is None else into
     sig = call.signature()
-    for w in g.workloads.values():
+    for w in table.values():
         if w["step"] == step and w["signature"] == sig:
             w["calls"] += 1
             w["ms"] += ms
             return
     name = step.name
-    n = sum(1 for w in g.workloads.values() if w["step"] == step)
+    n = sum(1 for w in table.values() if w["step"] == step)
     if n:
         name = f"{name}_{n + 1}"
-    g.workloads[name] = {"step": step, "signature": sig, "calls": 1, "ms": ms,
-                         "inputs": [t.as_param() for t in call.inputs]}
+    table[name] = {"step": step, "signature": sig, "calls": 1, "ms": ms,
+                   "inputs": [t.as_param() for t in call.inputs],
+                   "outputs": [t.as_param() for t in call.outputs]}
+
+
+def _differentiable(call: Call, module: torch.nn.Module) -> bool:
+    """Something to differentiate: a floating input, or a parameter that needs a grad."""
+    floats = {"float32", "float16", "bfloat16", "float64"}
+    return (any(t.dtype in floats for t in call.inputs)
+            or any(p.requires_grad for p in module.parameters())) and any(
+        t.dtype in floats for t in call.outputs)
+
+
+def _trivial_backward(path: Path, device: torch.device) -> str:
+    """Why the backward problem at ``path`` is not worth writing ("" when it is): run once
+    on its first workload, its gradients are all zero (the outputs do not depend on the
+    inputs or the parameters: a rotary table, a constant)."""
+    from solforge.problems.loader import import_file
+    from solforge.problems.spec import call_with_params
+
+    try:
+        mod = import_file(path, prefix="solforge_extract_check")
+        params = mod.SOLFORGE["workloads"][0]["params"]
+        model = mod.Model(*mod.get_init_inputs()).to(device)
+        inputs = [t.to(device) for t in call_with_params(mod.get_inputs, dict(params))]
+        with torch.no_grad():
+            grads = model(*inputs)
+    except Exception as e:  # a module autograd cannot go through: said, not written
+        return f"its backward did not run: {type(e).__name__}: {e}"
+    if not any(bool(g.count_nonzero()) for g in grads):
+        return ("its gradients are all zero: its outputs depend on neither its floating "
+                "inputs nor its parameters")
+    return ""
+
+
+def _train(workload: str) -> str:
+    """A prefill workload's name as its backward problem's (``train_b1_s128``)."""
+    return "train" + workload.removeprefix("prefill")
 
 
 def _name_groups(groups: Any, tag: str) -> None:
@@ -222,22 +315,38 @@ def _paths_summary(paths: list[str]) -> str:
     return ", ".join(pattern)
 
 
+def _family(built: BuiltModel) -> str:
+    cfg = getattr(built.model, "config", None)
+    return str(getattr(cfg, "model_type", "") or Path(built.name).name)
+
+
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+
 def problem_source(g: Group, built: BuiltModel, share: float,
-                   step_ms: dict[str, float]) -> str:
-    """The problem file of one group (KernelBench format + SOLFORGE)."""
+                   step_ms: dict[str, float], backward: bool = False) -> str:
+    """The problem file of one group (KernelBench format + SOLFORGE); with ``backward``,
+    its backward problem (module docstring)."""
     r = g.recipe
     top, _, rest = r.qualname.partition(".")
     dt = dtype_name(_dtype(built))
     cpu = built.device.type == "cpu"
+    table = g.backward if backward else g.workloads
     workloads = []
     calls: dict[str, int] = {}
     shares: dict[str, float] = {}
-    for name, w in g.workloads.items():
-        workloads.append({"name": name, "params": {"inputs": w["inputs"]}, "cpu": cpu})
-        calls[name] = w["calls"]
-        shares[name] = round(w["ms"] / (step_ms.get(w["step"].name) or 1.0), 6)
-    first = next(iter(g.workloads.values()))
+    for name, w in table.items():
+        wname = _train(name) if backward else name
+        params: dict[str, Any] = {"inputs": w["inputs"]}
+        if backward:
+            params["grads"] = [t for t in w["outputs"] if t["dtype"] in _FLOATS]
+        workloads.append({"name": wname, "params": params, "cpu": cpu})
+        calls[wname] = w["calls"]
+        shares[wname] = round(w["ms"] / (step_ms.get(w["step"].name) or 1.0), 6)
+    first = next(iter(table.values()))
     arg_names = [t["name"] for t in first["inputs"]]
+    grad_names = [f"grad_{t['name']}" for t in first["outputs"] if t["dtype"] in _FLOATS]
+    grad_index = [i for i, t in enumerate(first["outputs"]) if t["dtype"] in _FLOATS]
     init_args = ", ".join(f"{k}=_config" if v == CONFIG else f"{k}={v!r}"
                           for k, v in r.args.items())
     extracted = {
@@ -245,17 +354,25 @@ def problem_source(g: Group, built: BuiltModel, share: float,
         "class": g.cls, "module_paths": g.paths, "calls": calls, "shares": shares,
         "dtype": dt, "device": built.device.type,
     }
+    name = f"{g.name}_bwd" if backward else g.name
+    what = "the backward of " if backward else ""
     meta = {
-        "name": g.name, "category": "model", "models": [f"{built.name} ({built.kind})"],
+        "name": name, "category": "model", "models": [f"{built.name} ({built.kind})"],
+        "family": _family(built), "direction": "backward" if backward else "forward",
+        "shapes_from": f"solforge extract of {built.name} ({built.kind}): the module's "
+                       "calls in the steps asked",
         "precision": PRECISION.get(dt, "fp32"),
-        "description": f"{r.qualname} at {_paths_summary(g.paths)} of {built.name} "
+        "description": f"{what}{r.qualname} at {_paths_summary(g.paths)} of {built.name} "
                        f"({len(g.paths)} module(s)); {share:.1%} of the model's time in "
-                       "the extracted steps.",
+                       "the extracted steps."
+                       + (" Returns the gradients of the floating inputs, then of the "
+                          "parameters in named_parameters order, given each floating "
+                          "output's gradient." if backward else ""),
         "workloads": workloads, "distributions": ["normal"],
         "model_share": round(share, 6), "extracted": extracted,
     }
     lines = [
-        (f'"""{r.qualname} of {built.name}, extracted by `solforge extract` from '
+        (f'"""{what}{r.qualname} of {built.name}, extracted by `solforge extract` from '
          f'{len(g.paths)} module(s): {_paths_summary(g.paths)}."""'),
         "", "import torch", "", "from solforge.problems import gen",
         f"from {r.module} import {top} as _Cls",
@@ -278,11 +395,33 @@ def problem_source(g: Group, built: BuiltModel, share: float,
               "            for name, p in self.named_parameters():",
               "                mean, std = PARAMS[name]",
               "                p.normal_(mean, std) if std > 0 else p.fill_(mean)",
-              "        self.to(dtype)", "",
-              f"    def forward(self, {', '.join(arg_names)}):",
-              f"        return super().forward({', '.join(arg_names)})", "", "",
-              f"def get_inputs(inputs={first['inputs']!r}):",
-              "    out = []",
+              "        self.to(dtype)", ""]
+    if backward:
+        lines += [
+            f"    def forward(self, {', '.join(arg_names + grad_names)}):",
+            "        # autograd through the module itself, whatever grad mode the caller is in",
+            "        with torch.enable_grad():",
+            "            leaves = [t.detach().requires_grad_(t.is_floating_point())",
+            f"                      for t in ({', '.join(arg_names)},)]",
+            "            out = super().forward(*leaves)",
+            "            outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)",
+            "            wrt = [t for t in leaves if t.requires_grad] + [",
+            "                p for _, p in self.named_parameters() if p.requires_grad]",
+            "            # an output that depends on nothing differentiable adds no gradient",
+            f"            pairs = [(outs[i], g) for i, g in zip({grad_index!r}, "
+            f"[{', '.join(grad_names)}])",
+            "                     if outs[i].requires_grad]",
+            "            grads = [None] * len(wrt) if not pairs else torch.autograd.grad(",
+            "                [o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)",
+            "        return tuple(torch.zeros_like(w) if g is None else g.detach()",
+            "                     for g, w in zip(grads, wrt))", "", "",
+            f"def get_inputs(inputs={first['inputs']!r},",
+            f"               grads={[t for t in first['outputs'] if t['dtype'] in _FLOATS]!r}):"]
+    else:
+        lines += [f"    def forward(self, {', '.join(arg_names)}):",
+                  f"        return super().forward({', '.join(arg_names)})", "", "",
+                  f"def get_inputs(inputs={first['inputs']!r}):"]
+    lines += ["    out = []",
               "    for t in inputs:",
               "        dtype = getattr(torch, t['dtype'])",
               "        if dtype.is_floating_point:  # the source's mean and spread",
@@ -292,8 +431,11 @@ def problem_source(g: Group, built: BuiltModel, share: float,
               "            out.append(torch.rand(*t['shape']) < t['p'])",
               "        else:  # ids, positions: within the range the source model saw",
               ("            out.append(torch.randint(t['low'], t['high'] + 1, t['shape'], "
-               "dtype=dtype))"),
-              "    return out", "", "",
+               "dtype=dtype))")]
+    if backward:
+        lines += ["    for t in grads:  # each floating output's gradient: signed, unit scale",
+                  "        out.append(gen.randn(*t['shape']).to(getattr(torch, t['dtype'])))"]
+    lines += ["    return out", "", "",
               "def get_init_inputs():",
               f"    return [torch.{dt}]", ""]
     return "\n".join(lines)

@@ -126,6 +126,7 @@ _FUNCTIONS: dict[Any, str] = {
     operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
     torch.true_divide: "div", operator.pow: "pow", torch.pow: "pow", torch.rsqrt: "rsqrt",
     torch.mean: "mean", F.softmax: "softmax", torch.softmax: "softmax",
+    F.log_softmax: "log_softmax", torch.log_softmax: "log_softmax",
     torch.matmul: "matmul", operator.matmul: "matmul", torch.bmm: "matmul",
     F.silu: "silu", F.gelu: "gelu", torch.cat: "cat", torch.concat: "cat",
     operator.neg: "neg", torch.neg: "neg", torch.transpose: "transpose",
@@ -138,7 +139,8 @@ _FUNCTIONS: dict[Any, str] = {
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
-    "mean": "mean", "softmax": "softmax", "matmul": "matmul", "transpose": "transpose",
+    "mean": "mean", "softmax": "softmax", "log_softmax": "log_softmax", "matmul": "matmul",
+    "transpose": "transpose",
     "triu": "triu", "clamp": "clamp", "clip": "clamp", "abs": "abs", "max": "max",
     "amax": "amax", "unsqueeze": "unsqueeze", "reshape": "reshape", "view": "reshape",
     "neg": "neg", "square": "square", "reciprocal": "reciprocal", "expand": "expand",
@@ -146,7 +148,8 @@ _METHODS = {
     "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
-                             nn.Linear: "linear", nn.Softmax: "softmax"}
+                             nn.Linear: "linear", nn.Softmax: "softmax",
+                             nn.LogSoftmax: "log_softmax"}
 
 
 def op(a: Any) -> str | None:

@@ -91,7 +91,7 @@ CPU_HACKS: dict[str, Expect] = {
 GAINS_NOTHING = ["cache_by_sampled_values.py", "child_process_gpu.py"]
 # tested elsewhere: needs a GPU (test_gpu_corpus.py), probes containment
 # (test_containment.py), rewrites the evaluator (test_guard.py, on a copy of the package)
-GPU_ONLY = ["host_work.py", "side_stream.py"]  # child_process_gpu.py: GPU form there too
+GPU_ONLY = ["host_work.py", "side_stream.py", "unjoined_stream.py"]  # child_process_gpu.py: GPU form there too
 ELSEWHERE = ["steal_secrets.py", "read_judge_memory.py", "network_exfiltration.py",
              "evaluator_tamper.py", "pyc_poison.py", "tamper_everything.py",
              "kill_judge.py"]

@@ -109,6 +109,16 @@ def test_softmax_rows_split_over_programs_and_not():
     assert torch.isnan(K.softmax(torch.full((1, 1031), float("-inf")))).all()  # as PyTorch
 
 
+@pytest.mark.parametrize("shape", [(3, 61), (2, 1031), (20, 300)])  # one tile, split, not
+def test_log_softmax(shape):
+    s = 4 * torch.randn(*shape)
+    close(K.log_softmax(s), s.log_softmax(-1))
+    close(K.log_softmax(s.to(BF16), out_dtype=FP32), s.to(BF16).log_softmax(-1, dtype=FP32))
+    s[0, : shape[1] // 2] = float("-inf")  # masked logits: -inf out, the rest renormalised
+    close(K.log_softmax(s), s.log_softmax(-1))
+    assert torch.isnan(K.log_softmax(torch.full(shape, float("-inf")))).all()  # as PyTorch
+
+
 @pytest.mark.parametrize("shape", [(1, 1031), (5, 509), (2, 3, 300), (20, 300), (1, 1)])
 @pytest.mark.parametrize("dtype", [FP32, BF16])
 def test_argmax(shape, dtype):

@@ -204,7 +204,41 @@ def test_apply_wraps_a_model_script(flow, tmp_path):
 def test_errors_say_what_to_fix(tmp_path):
     r = sf("extract", "no_such_model_type", "--out", str(tmp_path))
     assert r.exit_code == 2 and "not a transformers model type" in r.output
-    r = sf("extract", "llama", "--out", str(tmp_path), "--backward")
-    assert r.exit_code == 2 and "forward passes only" in r.output
+    r = sf("extract", "llama", "--out", str(tmp_path), "--backward", "--decode")
+    assert r.exit_code == 2 and "needs a prefill step" in r.output
     r = sf("validate", "llama", str(tmp_path), "--set", "hidden_size=64", "--layers", "1")
     assert r.exit_code == 2 and "neither a run directory" in r.output
+
+
+def test_extract_backward_writes_gradient_problems_autograd_agrees_with(tmp_path):
+    """--backward: prefill steps are training steps; a module with something to
+    differentiate gets a backward problem whose outputs are its gradients."""
+    from solforge.problems.loader import import_file
+    from solforge.problems.spec import call_with_params
+
+    out = tmp_path / "x"
+    r = sf("extract", "llama", "--set", "hidden_size=32", "--set", "intermediate_size=64",
+           "--set", "num_attention_heads=2", "--set", "num_key_value_heads=1",
+           "--set", "vocab_size=96", "--layers", "2", "--seq", "8", "--prefill",
+           "--backward", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "extract.json").read_text())
+    by_name = {p["name"]: p for p in m["problems"]}
+    head = by_name["llama_lm_head_bwd"]
+    assert head["direction"] == "backward" and list(head["workloads"]) == ["train_b1_s8"]
+    assert by_name["llama_layers_mlp_bwd"]["share"] > 0
+    # a rotary table depends on nothing differentiable: said, not written
+    assert "all zero" in m["skipped"]["model.rotary_emb (backward)"]
+    assert not (out / "llama_rotary_emb_bwd.py").exists()
+    problem = load_problem(out / head["file"])
+    assert problem.direction == "backward" and problem.family == "llama"
+    # the reference's gradients are the Linear's: dx = g W, dW = g^T x
+    mod = import_file(out / head["file"], prefix="t_bwd")
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs())
+    x, g = call_with_params(mod.get_inputs, dict(problem.workloads[0].params))
+    with torch.no_grad():
+        dx, dw = model(x, g)
+    w = model.weight.detach()
+    torch.testing.assert_close(dx, g @ w)
+    torch.testing.assert_close(dw, g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1]))

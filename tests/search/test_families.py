@@ -153,3 +153,21 @@ def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     norm = [c.name for c in inductor_family(search_context(find_builtin("rmsnorm_llama3"),
                                                            "cuda"))]
     assert norm == ["inductor:coordinate_descent"]  # no GEMM: no BLAS choice either
+
+
+def test_kernelbench_log_softmax_gets_the_library_kernel_and_passes(ev, tmp_path):
+    """A plain KernelBench LogSoftmax (rows past the interpreter's tile: the online,
+    two-pass path) is matched as written and its Triton candidate passes."""
+    from solforge.problems import load_problem
+    from tests.conftest import PROBLEMS
+
+    p = load_problem(PROBLEMS / "kb_log_softmax.py")
+    ctx = search_context(p, "cpu")
+    assert [m.kind for m in ctx.matches] == ["log_softmax"]
+    cands, _ = generate_candidates(ctx)
+    c = next(c for c in cands if c.name == "library")
+    assert "log_softmax(" in c.source and c.language == "triton"
+    path = tmp_path / "cand.py"
+    path.write_text(c.source)
+    r = ev.evaluate(p, path)
+    assert r.status is Status.PASSED, r.message

@@ -92,6 +92,8 @@ def correctness_trials(ctx: WorkloadContext) -> Status | None:
             return hacked(res, "background_thread", "the call started a thread running the "
                           "solution's own code that was still alive when it returned (work "
                           "may go on past the harness's clock)")
+        if "unjoined_stream" in reply.get("flags", []):
+            return hacked(res, "unjoined_stream", str(reply.get("unjoined")))
         if "lazy_output" in reply.get("flags", []):
             return hacked(res, "lazy_output", "an output is a tensor subclass, not a plain "
                          "torch.Tensor (outputs must be materialised when the call returns)")

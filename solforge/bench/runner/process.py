@@ -168,13 +168,18 @@ class Runner:
         alive = set(threading.enumerate())
         out = self._forward(msg["inputs"], msg["seed"])
         from solforge.bench.measure.inputs import synchronize
+        from solforge.bench.runner.streams import unjoined_work
 
-        synchronize(self.device)
         flat, flags = self._plain(out)
+        unjoined = unjoined_work(self.torch, self.device, flat) if not flags else None
+        synchronize(self.device)
+        if unjoined:
+            flags.append("unjoined_stream")
         if self._own_threads(alive):
             flags.append("background_thread")
         after = threading.active_count()
         return {"ok": True, "outputs": flat, "flags": flags, "threads": [before, after],
+                "unjoined": unjoined,
                 "structure": type(out).__name__, "peak_mb": self._peak_mb(),
                 "inputs_after": msg["inputs"] if self.device.type == "cpu" else None}
 

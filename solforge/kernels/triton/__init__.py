@@ -24,7 +24,7 @@ from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
 from solforge.kernels.triton.router import softmax_topk
 from solforge.kernels.triton.row_argmax import argmax
-from solforge.kernels.triton.row_softmax import softmax
+from solforge.kernels.triton.row_softmax import log_softmax, softmax
 
 __all__ = [
     "add_rms_norm",
@@ -41,6 +41,7 @@ __all__ = [
     "rope_cos_sin",
     "rotary_embedding",
     "softmax",
+    "log_softmax",
     "softmax_topk",
     "sum_dim",
     "swiglu",

@@ -1,4 +1,5 @@
-"""Row softmax over the last dim with fp32 math, any input dtype, any output dtype.
+"""Row softmax and log-softmax over the last dim with fp32 math, any input dtype, any output
+dtype.
 
 Rows that fit one tile (up to 8192 elements on a GPU) are read once and kept in registers;
 longer rows (vocabularies) take two passes: an online max/sum, then the normalised write.
@@ -6,7 +7,8 @@ When there are too few long rows to fill the GPU (batch-1 to batch-64 sampling o
 128k vocabulary), each row is split over several programs (``_common.row_splits``): the
 first launch writes each piece's max and sum, the second combines a row's pieces and
 writes that piece normalised. A tile or piece that is all -inf (masked logits) adds
-nothing to the sum; a row that is all -inf comes out NaN, as PyTorch's does.
+nothing to the sum; a row that is all -inf comes out NaN, as PyTorch's does. Log-softmax is
+the same passes with ``x - max - log(sum)`` written (``LOG``).
 
 Not covered: a dim other than the last; masks or scaling fused in (apply them to the
 input).
@@ -48,7 +50,7 @@ def _online_update(m, total, x):
 @triton.autotune(configs=_CONFIGS, key=["N"])
 @triton.jit
 def _softmax_kernel(x_ptr, y_ptr, N, stride_x, stride_y,
-                    BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
+                    BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr, LOG: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
@@ -56,8 +58,12 @@ def _softmax_kernel(x_ptr, y_ptr, N, stride_x, stride_y,
     if ONE_TILE:
         mask = cols < N
         x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
-        e = tl.exp(x - tl.max(x, axis=0))
-        y = e * (1.0 / tl.sum(e, axis=0))
+        shifted = x - tl.max(x, axis=0)
+        e = tl.exp(shifted)
+        if LOG:
+            y = shifted - tl.log(tl.sum(e, axis=0))
+        else:
+            y = e * (1.0 / tl.sum(e, axis=0))
         tl.store(y_row + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
     else:
         m = tl.full((), float("-inf"), tl.float32)
@@ -67,10 +73,14 @@ def _softmax_kernel(x_ptr, y_ptr, N, stride_x, stride_y,
             x = tl.load(x_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
             m, total = _online_update(m, total, x)
         inv = 1.0 / total
+        log_total = tl.log(total)
         for start in range(0, N, BLOCK_N):
             mask = start + cols < N
             x = tl.load(x_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
-            y = tl.exp(x - m) * inv
+            if LOG:
+                y = x - m - log_total
+            else:
+                y = tl.exp(x - m) * inv
             tl.store(y_row + start + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -97,7 +107,8 @@ def _softmax_pieces_kernel(x_ptr, m_ptr, l_ptr, N, stride_x, CHUNK, S,
 
 @triton.jit
 def _softmax_pieces_write_kernel(x_ptr, y_ptr, m_ptr, l_ptr, N, stride_x, stride_y, CHUNK,
-                                 S, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr):
+                                 S, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr,
+                                 LOG: tl.constexpr):
     """Program (row, piece): the row's max and sum from its pieces', then the piece
     normalised."""
     row, piece, first, x_row = piece_of_row(x_ptr, stride_x, CHUNK)
@@ -106,14 +117,19 @@ def _softmax_pieces_write_kernel(x_ptr, y_ptr, m_ptr, l_ptr, N, stride_x, stride
     ls = tl.load(l_ptr + row * S + p, mask=p < S, other=0.0)
     m = tl.max(ms, axis=0)
     safe = tl.where(m == float("-inf"), 0.0, m)
-    inv = 1.0 / tl.sum(ls * tl.exp(ms - safe), axis=0)
+    total = tl.sum(ls * tl.exp(ms - safe), axis=0)
+    inv = 1.0 / total
+    log_total = tl.log(total)
     y_row = y_ptr + row * stride_y
     cols = tl.arange(0, BLOCK_N)
     for start in range(0, CHUNK, BLOCK_N):
         idx = first + start + cols
         mask = idx < N
         x = tl.load(x_row + idx, mask=mask, other=float("-inf")).to(tl.float32)
-        y = tl.exp(x - m) * inv
+        if LOG:
+            y = x - safe - log_total
+        else:
+            y = tl.exp(x - m) * inv
         tl.store(y_row + idx, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -123,6 +139,17 @@ def softmax(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tens
     ``softmax(s, out_dtype=torch.float32)`` is ``s.softmax(-1, dtype=torch.float32)``;
     ``softmax(s)`` on bf16 scores is HF's ``softmax(s, dtype=float32).to(s.dtype)``.
     """
+    return _rows(x, out_dtype, log=False)
+
+
+def log_softmax(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``log_softmax(x, dim=-1)`` computed in fp32 (``x - max - log(sum(exp(x - max)))``),
+    written as ``out_dtype`` (default ``x``'s): KernelBench's LogSoftmax, a loss's
+    log-probabilities over a vocabulary."""
+    return _rows(x, out_dtype, log=True)
+
+
+def _rows(x: torch.Tensor, out_dtype: torch.dtype | None, log: bool) -> torch.Tensor:
     n = x.shape[-1]
     rows = as_rows(x)
     y = torch.empty(rows.shape, dtype=out_dtype or x.dtype, device=x.device)
@@ -140,9 +167,9 @@ def softmax(x: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tens
         _softmax_pieces_write_kernel[grid](rows, y, m, total, n, rows.stride(0), y.stride(0),
                                            chunk, pieces, BLOCK_N=_SPLIT_TILE,
                                            BLOCK_S=triton.next_power_of_2(pieces),
-                                           num_warps=_SPLIT_WARPS)
+                                           LOG=log, num_warps=_SPLIT_WARPS)
     else:
         block = min(triton.next_power_of_2(n), _MAX_TILE)
         _softmax_kernel[(rows.shape[0],)](rows, y, n, rows.stride(0), y.stride(0),
-                                          BLOCK_N=block, ONE_TILE=n <= block)
+                                          BLOCK_N=block, ONE_TILE=n <= block, LOG=log)
     return y.view(x.shape)

@@ -31,8 +31,9 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
 - ``swiglu`` / ``geglu``: ``silu(g) * u`` and ``gelu(g, approximate="tanh") * u``.
 - ``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over the last dim, weight and bias
   in the input's dtype.
-- ``softmax``: over the last dim, with the cast after it (``softmax(s, dtype=f32).to(dt)``)
-  fused.
+- ``softmax``: softmax or log_softmax over the last dim, with the cast after it
+  (``softmax(s, dtype=f32).to(dt)``) → the library's softmax / log_softmax (online, long
+  rows split over programs), the cast fused.
 - ``softmax_topk``: ``topk(softmax(x, -1, dtype=float32), k)`` and the renormalisation and
   cast of its values (Mixtral's router) → the library's softmax_topk, one launch.
 - ``argmax``: ``argmax(x, dim=-1)`` of a floating-point ``x`` → the library's argmax, which

@@ -1,4 +1,4 @@
-"""``swiglu`` / ``geglu``, ``softmax`` (with its cast) and ``bias_act``."""
+"""``swiglu`` / ``geglu``, ``softmax`` and ``log_softmax`` (with its cast) and ``bias_act``."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from solforge.search.patterns.common import (
     FLOATS,
     FUSED,
     GEGLU,
+    LOG_SOFTMAX,
     SOFTMAX,
     SWIGLU,
     graph_nodes,
@@ -73,18 +74,23 @@ def find_glu(tr: TracedReference) -> list[Match]:
 
 
 def find_softmax(tr: TracedReference) -> list[Match]:
+    """softmax or log_softmax over the last dim, with the cast after it when there is one."""
     found = []
     for n in graph_nodes(tr):
-        if op(n) != "softmax" or tensor(n) is None:
+        kind = op(n)
+        if kind not in ("softmax", "log_softmax") or tensor(n) is None:
             continue
         if n.op == "call_module":
             dim = n.meta["module"].dim
         else:
             dim = arg(n, 1, "dim")
-            if len(n.args) > (3 if n.target is F.softmax else 2):
+            functional = n.target in (F.softmax, F.log_softmax)
+            if len(n.args) > (3 if functional else 2):
                 continue  # a positional dtype: read it no further
         x = arg(n, 0)
-        if dtype(x) not in FLOATS or not is_last_dim(dim, tensor(n).dim()):
+        # softmax(x, dtype=f32) computes in fp32 as the kernel does; a float64 one does not
+        if dim is None or dtype(x) not in FLOATS or dtype(n) not in FLOATS or \
+                not is_last_dim(dim, tensor(n).dim()):
             continue
         out, nodes = n, {n}
         cast = only_user(n)
@@ -92,14 +98,15 @@ def find_softmax(tr: TracedReference) -> list[Match]:
             out, nodes = cast, {n, cast}
         kwargs = {"out_dtype": dtype(out)} if dtype(out) != dtype(x) else {}
         levers = FUSED if len(nodes) > 1 else ("library_kernel",)
+        fn = SOFTMAX if kind == "softmax" else LOG_SOFTMAX
 
-        def build(g, m, x=x, kwargs=kwargs):
-            return [call(g, SOFTMAX, (m(x),), kwargs, "row softmax, fp32 math", "probs")]
+        def build(g, m, x=x, kwargs=kwargs, fn=fn):
+            return [call(g, fn, (m(x),), kwargs, f"row {fn.name}, fp32 math", "probs")]
 
-        found.append(Match("softmax", nodes, [out], build,
-                           "softmax over the last dim" + (" and its cast" if len(nodes) > 1
-                                                          else "") + " → softmax",
-                           levers, set(), (SOFTMAX,)))
+        found.append(Match(fn.name, nodes, [out], build,
+                           f"{kind} over the last dim" + (" and its cast" if len(nodes) > 1
+                                                          else "") + f" → {fn.name}",
+                           levers, set(), (fn,)))
     return found
 
 
