@@ -47,7 +47,8 @@ def list_problems(
             typer.echo(broken_text(path, error), err=True)
         return
     families = {p.family for p in problems if p.family}
-    title = _count(len(problems), "problem") + f" from {_count(len(families), 'family')}" + (
+    title = _count(len(problems), "problem") + (
+        f" from {_count(len(families), 'family')}" if families else "") + (
         f", {_count(len(broken), 'file')} failed to load" if broken else "")
     table = Table(title=title)
     for col in ("name", "category", "dir", "source", "license", "family", "models",

@@ -54,6 +54,7 @@ from solforge.models.source import BuiltModel, ModelSpecError
 MANIFEST = "extract.json"
 MANIFEST_SCHEMA = "solforge.extract/1"
 PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+GRAD_PRECISION = {"fp32": "fp32_grad", "bf16": "bf16_grad"}
 
 
 @dataclass(frozen=True)
@@ -361,14 +362,16 @@ def problem_source(g: Group, built: BuiltModel, share: float,
         "family": _family(built), "direction": "backward" if backward else "forward",
         "shapes_from": f"solforge extract of {built.name} ({built.kind}): the module's "
                        "calls in the steps asked",
-        "precision": PRECISION.get(dt, "fp32"),
+        # gradients are judged at their own scale (problems/precision.py: *_grad classes)
+        "precision": (GRAD_PRECISION.get(PRECISION.get(dt, "fp32"), PRECISION.get(dt, "fp32"))
+                      if backward else PRECISION.get(dt, "fp32")),
         "description": f"{what}{r.qualname} at {_paths_summary(g.paths)} of {built.name} "
                        f"({len(g.paths)} module(s)); {share:.1%} of the model's time in "
                        "the extracted steps."
                        + (" Returns the gradients of the floating inputs, then of the "
                           "parameters in named_parameters order, given each floating "
                           "output's gradient." if backward else ""),
-        "workloads": workloads, "distributions": ["normal"],
+        "workloads": workloads, "distributions": ["normal", "outliers"],
         "model_share": round(share, 6), "extracted": extracted,
     }
     lines = [

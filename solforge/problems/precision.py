@@ -13,7 +13,18 @@ FP8 (e4m3) has three mantissa bits, so one rounding step is 2**-3 = 12.5% relati
 fp8-typed output tolerates one step, and an int8-typed output one code, whatever the
 class (:func:`output_tolerance`); the class's own atol/rtol hold every other output (the
 scales, the bf16 result of an fp8 GEMM). An element passes when
-|out - ref| <= atol + rtol * |ref|.
+|out - ref| <= atol + rtol * |ref| (+ rms_atol * rms(ref), where a class sets it).
+
+Gradient classes (``bf16_grad``, ``fp32_grad``) judge each output against its own scale:
+``rms_atol`` is an absolute tolerance in units of the output's root-mean-square, and their
+fixed ``atol`` is tiny. Gradients have no natural unit (dlogits of a mean loss over 4096
+tokens are ~1e-7 to 1e-4; a weight gradient summed over 16k tokens is ~100), so a fixed
+atol of 2e-2 would pass "return zeros" on the first and mean nothing on the second. And a
+weight gradient is a sum over thousands of tokens of products that the reference keeps in
+fp32 and an honest kernel may round to bf16 first (PyTorch's own eager backward does, op
+by op): each term then carries ~0.4% error and the sum's error is ~0.4% of the sum's
+typical size, however small one element is; 2% of the output's RMS (5 sigma of that
+error) passes it and still fails a kernel that accumulates the sum in bf16.
 
 Not covered: per-output tolerances chosen by the problem, and ULP-based comparison.
 """
@@ -46,6 +57,10 @@ class PrecisionClass(BaseModel):
     )
     allow_tf32: bool = Field(
         False, description="solutions may run fp32 matmul/conv on TF32 tensor cores"
+    )
+    rms_atol: float = Field(
+        0.0, description="absolute tolerance in units of the reference output's RMS (over "
+        "its finite elements): for gradients that are long sums (weight gradients)"
     )
     max_abs_cap: float | None = Field(
         None, description="no element's absolute error may exceed this, whatever the "
@@ -91,6 +106,18 @@ register_precision(PrecisionClass(
 register_precision(PrecisionClass(
     name="bf16", atol=2e-2, rtol=2e-2, matched_ratio=0.999, worst_error_factor=10.0,
     unit="bf16", description="bf16 data, fp32 accumulation; bf16 tensor cores",
+))
+register_precision(PrecisionClass(
+    name="bf16_grad", atol=1e-6, rtol=2e-2, rms_atol=2e-2, matched_ratio=0.999,
+    worst_error_factor=10.0, unit="bf16",
+    description="gradients of a bf16 training step: bf16 data, fp32 accumulation; each "
+                "element within 2% of itself plus 2% of the output's RMS (sums over tokens "
+                "whose intermediates were rounded to bf16, as eager autograd does)",
+))
+register_precision(PrecisionClass(
+    name="fp32_grad", atol=1e-9, rtol=1e-4, rms_atol=1e-5, unit="fp32",
+    description="fp32 gradients (fp32 exact, no TF32): each element within 1e-4 of itself "
+                "plus 1e-5 of the output's RMS (sums over tokens in another order)",
 ))
 register_precision(PrecisionClass(
     name="fp16", atol=1e-2, rtol=1e-2, matched_ratio=0.999, worst_error_factor=10.0,

@@ -17,7 +17,9 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         ],
         "flops": lambda p: ...,              # optional: necessary FLOPs for params p
         "bytes": lambda p: ...,              # optional: necessary bytes moved for params p
-        "distributions": ["normal", "outliers"],   # optional; default: all of gen.py's
+        "distributions": ["normal", "outliers"],   # optional; default: gen.py's
+                                             # DEFAULT_DISTRIBUTIONS (a plain KernelBench
+                                             # file: PLAIN_DISTRIBUTIONS, normal and signed)
         "train_mode": False,                 # optional; models are put in eval mode
         "sol_unit": "bf16",                  # optional: the fastest unit a correct kernel
                                              # can use, when not the precision class's own
@@ -36,7 +38,13 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
 
 A ``backward`` problem is still a ``Model`` whose ``forward`` returns tensors: it takes the
 forward's inputs and the upstream gradient and returns the gradients (of the inputs and the
-weights it names), so the evaluator judges the gradients as it judges any output.
+weights it names), so the evaluator judges the gradients as it judges any output. The
+built-in ones (``corpus/backward/``) follow SOL-ExecBench: the upstream gradient comes first,
+saved activations a training framework keeps (rstd, logsumexp, the attention output) are
+inputs computed by ``get_inputs`` from the forward's, the math is explicit (``forward`` runs
+under ``no_grad``), and a module-level ``autograd_forward(model, *inputs)`` returns ``(fn,
+tensors, upstream_grads)``: ``forward`` must equal autograd's gradients of ``fn(*tensors)``
+(``tests/problems/test_backward.py`` checks it in float64).
 
 ``params`` are passed as keyword arguments to ``get_inputs`` and ``get_init_inputs``
 (each receives the ones its signature names), so the same two functions serve every
@@ -139,7 +147,7 @@ class Problem(BaseModel):
     precision: PrecisionClass
     description: str = ""
     workloads: list[Workload]
-    distributions: list[str] = Field(default_factory=lambda: ["normal"])
+    distributions: list[str] = Field(default_factory=lambda: ["normal", "signed"])
     train_mode: bool = False
     kernelbench_plain: bool = Field(
         False, description="a plain KernelBench file (no SOLFORGE dict): its conventions apply")
@@ -281,9 +289,10 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
     names = [w.name for w in workloads]
     if len(set(names)) != len(names):
         raise ProblemError(f"{path}: workload names must be unique, got {names}")
-    from solforge.problems.gen import DISTRIBUTIONS
+    from solforge.problems.gen import DEFAULT_DISTRIBUTIONS, DISTRIBUTIONS, PLAIN_DISTRIBUTIONS
 
-    dists = list(meta.get("distributions") or (["normal"] if plain else DISTRIBUTIONS))
+    dists = list(meta.get("distributions")
+                 or (PLAIN_DISTRIBUTIONS if plain else DEFAULT_DISTRIBUTIONS))
     for d in dists:
         if d not in DISTRIBUTIONS:
             raise ProblemError(f"{path}: unknown distribution {d!r}; use {DISTRIBUTIONS}")

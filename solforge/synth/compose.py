@@ -13,8 +13,10 @@ is a GEMM or convolution half the time when one applies).
 Every problem has four workloads: ``cpu_small`` (visible) and ``cpu_odd`` (held out, odd
 sizes) that run on a CPU in milliseconds, ``gpu_medium`` (visible; also the defaults of
 ``get_inputs``/``get_init_inputs``, KernelBench's single workload) and ``gpu_large`` (held
-out). Inputs are ``torch.randn`` (signed, unit scale), so ``distributions`` is
-``["normal"]`` and the code stays a plain KernelBench module for other harnesses.
+out). Inputs are ``torch.randn`` (signed, unit scale), so the code stays a plain
+KernelBench module for other harnesses; ``distributions`` is ``["normal", "outliers"]``:
+under ``outliers`` the evaluator's ``torch.randn`` draws carry 0.1% spikes of 30x
+(``problems/gen.py``), so correctness runs two distributions.
 
 Not covered: FLOP and byte counts (the SOL bound of a synthesized problem falls back to
 what the evaluator measures), backward problems, and multiple outputs.
@@ -85,7 +87,7 @@ class Composition:
             "family": "synthetic", "precision": self.precision,
             "description": f"synthesized composition ({self.layout} input): "
                            + " -> ".join(self.ops),
-            "shapes_from": f"synth seed {self.seed}", "distributions": ["normal"],
+            "shapes_from": f"synth seed {self.seed}", "distributions": ["normal", "outliers"],
             "workloads": [{"name": t, "params": dict(self.sizes[t]), **TIER_FLAGS[t]}
                           for t in TIERS],
             "origin": {"format": "solforge-synth", "seed": str(self.seed),

@@ -127,7 +127,7 @@ def ask(client: ModelClient, seed: int, index: int, ops: tuple[str, ...]) -> LLM
             "family": "synthetic", "precision": "fp32",
             "description": f"LLM-written fusion of: {', '.join(ops)}",
             "shapes_from": f"synth seed {seed} (LLM {client.config.model})",
-            "distributions": ["normal"],
+            "distributions": ["normal", "outliers"],
             "workloads": [{"name": t, "params": shapes[t], **TIER_FLAGS[t]} for t in TIERS],
             "origin": {"format": "solforge-synth", "seed": str(seed), "draw": str(index),
                        "ops": ", ".join(ops), "llm": client.config.model}}

@@ -232,6 +232,7 @@ def test_extract_backward_writes_gradient_problems_autograd_agrees_with(tmp_path
     assert not (out / "llama_rotary_emb_bwd.py").exists()
     problem = load_problem(out / head["file"])
     assert problem.direction == "backward" and problem.family == "llama"
+    assert problem.precision.name == "fp32_grad"  # judged at the gradients' own scale
     # the reference's gradients are the Linear's: dx = g W, dW = g^T x
     mod = import_file(out / head["file"], prefix="t_bwd")
     torch.manual_seed(0)

@@ -90,7 +90,7 @@ def test_dashboard_shows_a_cpu_run_progress_live(tmp_path):
             page.wait_for_selector("#plot-speedups .main-svg")
             screenshot(page, "dashboard.png")
             # the problem's page: its errors per input distribution (a plain KernelBench
-            # file draws from 'normal' only)
+            # file: its own draw, 'normal', and 'signed')
             page.goto(base + "/#p-kb_relu")
             numerics = page.locator("#p-kb_relu table.numerics")
             numerics.wait_for(state="visible")

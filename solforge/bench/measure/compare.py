@@ -1,7 +1,8 @@
 """Correctness: compare a candidate's outputs with the reference's, element by element.
 
 An element passes when ``|out - ref| <= atol + rtol * |ref|`` (tolerances from the
-problem's precision class). A problem passes when every output has the reference's
+problem's precision class; a gradient class adds ``rms_atol`` times the reference output's
+root-mean-square over its finite elements to atol). A problem passes when every output has the reference's
 structure, shape and dtype, non-finite values sit exactly where the reference has them
 (same kind: NaN for NaN, +inf for +inf), the fraction of failing elements is within the
 precision class's allowance, and no element is worse than ``worst_error_factor`` times
@@ -86,6 +87,8 @@ def _close(a: torch.Tensor, b: torch.Tensor, pc: PrecisionClass) -> tuple[int, i
     a = a.reshape(-1)
     b = b.reshape(-1)
     n = a.numel()
+    if pc.rms_atol and n:
+        atol += pc.rms_atol * _rms(b)
     mism = 0
     max_abs = max_rel = worst = 0.0
     problem = ""
@@ -121,6 +124,17 @@ def _close(a: torch.Tensor, b: torch.Tensor, pc: PrecisionClass) -> tuple[int, i
             max_rel = max(max_rel, float(torch.where(both, rel, 0.0).max()))
             worst = max(worst, float((diff / tol).max()))
     return n, mism, max_abs, max_rel, worst, problem
+
+
+def _rms(b: torch.Tensor) -> float:
+    """Root-mean-square of ``b``'s finite elements (in float64, chunk by chunk)."""
+    total, count = 0.0, 0
+    for lo in range(0, b.numel(), _CHUNK):
+        r = b[lo:lo + _CHUNK].to(torch.float64)
+        fin = torch.isfinite(r)
+        total += float(torch.where(fin, r, 0.0).square().sum())
+        count += int(fin.sum())
+    return math.sqrt(total / count) if count else 0.0
 
 
 def _freed(i: int, outs: list[Any], refs: list[Any], ignore_where_zero: dict[int, int]
@@ -159,7 +173,9 @@ def _class_message(mism: int, total: int, worst: float, max_abs: float, pc: Prec
     _, allowed, allowed_count = _within_class(mism, total, worst, pc)
     if mism > allowed_count:
         return (f"{mism} of {total} {what} ({mism / max(total, 1):.2%}) outside "
-                f"atol={pc.atol:g}, rtol={pc.rtol:g} (allowed {allowed:.2%}); max abs error "
+                f"atol={pc.atol:g}, rtol={pc.rtol:g}"
+                f"{f', rms_atol={pc.rms_atol:g}' if pc.rms_atol else ''} "
+                f"(allowed {allowed:.2%}); max abs error "
                 f"{max_abs:.3g}")
     return (f"an element is {worst:.1f}x over its tolerance (cap {pc.worst_error_factor:g}x); "
             f"max abs error {max_abs:.3g}")

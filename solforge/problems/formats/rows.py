@@ -99,7 +99,7 @@ def agent_ops(path: Path, out_dir: Path, seen: dict[str, str] | None = None) -> 
         seen[key] = where
         source = row.get("data_source", row.get("data source"))
         meta = {"name": name, "category": AGENT_OPS, "precision": "fp32",
-                "distributions": ["normal"],
+                "distributions": ["normal", "signed"],
                 "description": f"CUDA-Agent-Ops row {n}: {ops_text}".strip(),
                 "origin": {"format": AGENT_OPS, "source_file": str(Path(path).resolve()),
                            "license": "CC-BY-4.0", "row": str(n), "ops": ops_text,
@@ -134,7 +134,7 @@ def kernelbench(files: list[tuple[Path, int]], out_dir: Path,
             continue
         name = f"kb_l{level}_{f.stem}"
         meta = {"name": name, "category": f"L{level}", "precision": "fp32",
-                "distributions": ["normal"],
+                "distributions": ["normal", "signed"],
                 "origin": {"format": "kernelbench", "source_file": str(f.resolve()),
                            "license": "MIT"}}
         target = out_dir / f"{name}.py"

@@ -4,7 +4,8 @@ A converted file (``solexec.py`` writes it) keeps its definition and workloads a
 calls :func:`make_inputs` from ``get_inputs``: each input in definition order, drawn
 as SOL-ExecBench draws it, under the global RNG the evaluator seeds per trial.
 
-- ``random``: by dtype (``randn`` for float32/16/bf16; fp8 from a float32 normal clamped
+- ``random``: by dtype (``randn`` for float32/16/bf16, drawn through ``gen.randn`` so the
+  evaluator's second distribution, ``outliers``, reaches them; fp8 from a float32 normal clamped
   to [-2, 2]; packed fp4 quantised from a normal; bool 0/1; int8 in [-128, 128), wider ints
   in [-1024, 1024)), and for floating inputs by name first: norm weights are ones, norm
   biases zeros, a square ``attention_mask``/``causal_mask`` causal (the dtype's minimum
@@ -44,6 +45,7 @@ from solforge.problems.formats.definition import (
     resolve_axes,
     shape_of,
 )
+from solforge.problems import gen
 from solforge.problems.spec import ProblemError
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -200,7 +202,7 @@ def _load_tensor(src: SafetensorsInput, roots: list[str], shape: tuple[int, ...]
 
 def _random(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     if dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
-        return torch.randn(shape, dtype=dtype)
+        return gen.randn(shape, dtype=dtype)
     if "float8" in str(dtype):
         return torch.randn(shape).clamp_(-2.0, 2.0).to(dtype)
     if "float4" in str(dtype):

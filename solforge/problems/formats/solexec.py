@@ -149,7 +149,8 @@ def render(src: Source, holdout: float = 0.0) -> tuple[str, str]:
     origin = {"format": src.format, "source_file": str(src.definition.resolve()),
               "license": LICENSES[src.format], "definition": d.name}
     meta = {"name": name, "category": d.op_type or src.format, "precision": precision,
-            "description": (d.description or "").strip(), "distributions": ["normal"],
+            "description": (d.description or "").strip(),
+            "distributions": ["normal", "outliers"],
             "workloads": entries, "origin": origin}
     data = d.model_dump(mode="json", exclude={"reference"})
     workloads = [w.model_dump(mode="json", exclude_none=True) for w in ws]
