@@ -39,15 +39,26 @@ def test_corpus_size_and_categories():
     cats = {}
     for p in PROBLEMS:
         cats[p.category] = cats.get(p.category, 0) + 1
-    assert len(PROBLEMS) >= 40, cats
-    assert cats.get("L1", 0) >= 15 and cats.get("L2", 0) >= 12, cats
-    assert cats.get("quant", 0) >= 5 and cats.get("attention", 0) >= 5, cats
+    forward = [p for p in PROBLEMS if p.direction == "forward"]
+    assert len(forward) >= 125, cats
+    assert cats.get("L1", 0) >= 30 and cats.get("L2", 0) >= 50, cats
+    assert cats.get("quant", 0) >= 10 and cats.get("attention", 0) >= 15, cats
     assert len(set(IDS)) == len(IDS), "problem names must be unique"
+
+
+def test_corpus_families():
+    """Every problem names its model family and where its shapes come from; the forward
+    problems alone span at least 60 families."""
+    unnamed = [p.name for p in PROBLEMS if not p.family or not p.shapes_from]
+    assert not unnamed, f"SOLFORGE needs 'family' and 'shapes_from': {unnamed}"
+    families = {p.family for p in PROBLEMS if p.direction == "forward"}
+    assert len(families) >= 60, sorted(families)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=IDS)
 def test_problem_metadata(problem):
-    assert problem.models, "each problem names the model family it comes from"
+    assert problem.models, "each problem names the model(s) it comes from"
+    assert problem.family and problem.shapes_from, "SOLFORGE needs 'family' and 'shapes_from'"
     assert problem.path.stem == problem.name
     ws = problem.workloads
     assert any(w.cpu and w.visible for w in ws), "needs a visible CPU workload"

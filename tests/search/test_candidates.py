@@ -69,15 +69,24 @@ def test_gpu_families_only_on_a_gpu():
 
 def test_tf32_only_for_tf32_class_problems_with_a_matmul(corpus):
     with_tf32 = {p for (p, d), cands in corpus.items() if any(c.family == "tf32" for c in cands)}
-    assert with_tf32 == {"linear_fp32_vit_mlp"}
-    assert find_builtin("linear_fp32_vit_mlp").precision.allow_tf32
+    assert with_tf32 == {"linear_fp32_vit_mlp",
+                         # issue 28's tf32-class problems with a matmul or a convolution
+                         "feature_conv_wav2vec2", "ssd_chunk_scan_mamba2",
+                         "timestep_embedder_dit", "upsample_conv_sd_vae", "vae_mid_attention_sd"}
+    assert all(find_builtin(p).precision.allow_tf32 for p in with_tf32)
 
 
 def test_conv_candidates_only_for_convolutions(corpus):
     conv = {(p, d): [c.name for c in cands if c.family == "conv"]
             for (p, d), cands in corpus.items()}
     convolutions = {"conv_groupnorm_silu_sd_unet", "vit_patch_embed_layernorm_clip",
-                    "whisper_conv_frontend", "causal_conv1d_silu_mamba"}
+                    "whisper_conv_frontend", "causal_conv1d_silu_mamba",
+                    # issue 28's convolutions
+                    "bottleneck_resnet50", "conv_module_conformer", "convnext_block",
+                    "distill_tokens_embed_deit", "feature_conv_wav2vec2",
+                    "hardswish_se_mobilenetv3", "mbconv_se_efficientnet", "mix_ffn_segformer",
+                    "pixel_shuffle_upsample_esrgan", "pos_conv_embed_wav2vec2", "sppf_yolov8",
+                    "upsample_conv_sd_vae"}
     for (p, d), got in conv.items():
         if p not in convolutions:
             assert got == [], p

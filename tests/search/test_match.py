@@ -50,6 +50,50 @@ EXPECTED = {
     "moe_sum_deepseek_v3": ["sum_dim"],  # [tokens, top_k, hidden].sum(1)
     "mean_pool_vit": ["sum_dim"],  # x[:, 1:].mean(dim=1): a strided view, no copy
 }
+# the forward corpus of issue 28 (the patterns its references spell)
+EXPECTED |= {
+    "attention_sinks_gpt_oss": ["softmax"],
+    "codebook_embed_sum_musicgen": ["sum_dim"],
+    "dt_bc_norm_jamba": ["rms_norm", "rms_norm", "rms_norm"],
+    "softcap_attention_gemma2": ["softmax"],
+    "top_p_filter_llama3": ["softmax", "softmax"],
+    "adaln_modulate_dit": ["layer_norm", "bias_act"],
+    "alibi_attention_bloom": ["softmax"],
+    "conv_module_conformer": ["layer_norm", "bias_act"],
+    "convnext_block": ["layer_norm", "bias_act"],
+    "decomposed_relpos_attention_sam": ["softmax"],
+    "embeddings_layernorm_bert": ["layer_norm"],
+    "feature_conv_wav2vec2": ["bias_act"],
+    "fused_gate_up_mlp_phi3": ["swiglu"],
+    "gated_rmsnorm_mamba2": ["swiglu"],
+    "geglu_ff_sd_unet": ["bias_act"],
+    "geglu_mlp_modernbert": ["bias_act"],
+    "gelu_mlp_starcoder2": ["bias_act"],
+    "gelu_new_mlp_gpt2": ["bias_act"],
+    "joint_attention_sd3": ["rms_norm", "rms_norm", "rms_norm", "rms_norm"],
+    "layernorm1p_nemotron": ["layer_norm"],
+    "layerscale_mlp_dinov2": ["layer_norm", "bias_act"],
+    "mbconv_se_efficientnet": ["bias_act", "bias_act", "bias_act"],
+    "mix_ffn_segformer": ["bias_act"],
+    "mm_projector_llava": ["bias_act"],
+    "moe_router_group_limited_deepseek_v2": ["softmax"],
+    "moe_router_qwen3_moe": ["softmax_topk"],
+    "moe_router_shared_llama4": ["swiglu"],
+    "moe_router_topk_dbrx": ["softmax_topk"],
+    "patch_merging_swin": ["layer_norm"],
+    "pos_conv_embed_wav2vec2": ["bias_act"],
+    "qk_norm_rope_flux": ["rms_norm", "rms_norm"],
+    "qk_norm_rope_gemma3": ["rms_norm", "rms_norm"],
+    "qk_norm_rope_qwen3": ["rms_norm", "rms_norm"],
+    "qk_proj_norm_olmo2": ["rms_norm", "rms_norm"],
+    "rel_bias_softmax_t5": ["softmax"],
+    "relu_ffn_opt": ["layer_norm"],
+    "scaled_residual_rmsnorm_granite": ["add_rms_norm"],
+    "softcap_decode_grok1": ["softmax"],
+    "sppf_yolov8": ["bias_act", "bias_act"],
+    "timestep_embedder_dit": ["bias_act"],
+    "window_attention_swin": ["softmax"],
+}
 
 
 def _kinds_by_problem() -> dict[str, list[str] | None]:

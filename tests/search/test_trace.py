@@ -27,6 +27,9 @@ UNTRACEABLE = {
     "selective_scan_mamba": "integer",
     "fp8_quant_block_weight_deepseek_v3": "item assignment",
     "moe_experts_mixtral": "nonzero",
+    "moe_permute_qwen3_moe": "bincount",  # no meta kernel: counts need the ids' values
+    "rvq_encode_encodec": "cannot be iterated",  # a Python loop over the codebooks
+    "wkv_time_mix_rwkv4": "zeros",  # a Python loop over time from a state sized at run time
 }
 
 

@@ -10,6 +10,9 @@ SOLFORGE = {
     "name": "causal_mha_eager_llama2",
     "category": "attention",
     "models": ["Llama 2 7B"],
+    "family": "Llama 2",
+    "shapes_from": "config.json of meta-llama/Llama-2-7b-hf: 32 heads, head_dim 128, "
+                   "max_position_embeddings 4096",
     "precision": "fp16",
     "description": "Eager causal MHA (32 heads of 128, no GQA): fp32 scores q k^T * d^-0.5 "
                    "plus a (seq, seq) mask of finfo.min above the diagonal, softmax in fp32 "

@@ -17,6 +17,10 @@ SOLFORGE = {
     "name": "gqa_decode_llama3",
     "category": "attention",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "One query token per sequence attends to the first seq_lens[b] slots of its "
                    "KV cache (batch, kv_heads, max_len, d); slots past the length are padding "

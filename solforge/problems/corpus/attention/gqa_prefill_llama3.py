@@ -11,6 +11,10 @@ SOLFORGE = {
     "name": "gqa_prefill_llama3",
     "category": "attention",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "softmax(q k^T / sqrt(d) + causal) v with 32 query heads sharing 8 k/v "
                    "heads (Llama 3 8B; 70B at tensor parallelism 8 has 8 and 1); q/k/v are "

@@ -24,6 +24,10 @@ SOLFORGE = {
     "name": "mla_decode_deepseek_v3",
     "category": "attention",
     "models": ["DeepSeek-V3", "DeepSeek-R1", "Kimi K2"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "bf16",
     "description": "One query token per sequence, each head scoring the latent cache: "
                    "s = (q_nope . c_kv + q_pe . k_pe) * scale over the first seq_lens[b] slots "

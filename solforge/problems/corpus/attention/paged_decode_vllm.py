@@ -17,6 +17,11 @@ SOLFORGE = {
     "name": "paged_decode_vllm",
     "category": "attention",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "vLLM's paged KV cache with block_size 16",
     "precision": "bf16",
     "description": "out[b] = softmax(q[b] K_b^T * d^-0.5) V_b for one query token per "
                    "sequence, K_b/V_b being the first seq_lens[b] tokens of the pages "

@@ -18,6 +18,10 @@ SOLFORGE = {
     "name": "sliding_window_mistral_gemma3",
     "category": "attention",
     "models": ["Mistral 7B", "Gemma 3 12B"],
+    "family": "Mistral",
+    "shapes_from": "config.json of mistralai/Mistral-7B-v0.1 (sliding_window 4096, 32 heads, 8 kv "
+                   "heads) and google/gemma-3-12b (sliding_window 1024, 16 heads, 8 kv heads, "
+                   "head_dim 256)",
     "precision": "bf16",
     "description": "Query i attends to keys j with i - window < j <= i; k/v heads are shared "
                    "by groups of q heads (Mistral 32/8 x 128, Gemma 3 12B 16/8 x 256); "

@@ -10,9 +10,13 @@ SOLFORGE = {
     "name": "vit_attention_siglip",
     "category": "attention",
     "models": ["SigLIP so400m/14-384", "CLIP ViT-L/14-336", "DINOv2 ViT-g/14"],
+    "family": "SigLIP",
+    "shapes_from": "config.json of google/siglip-so400m-patch14-384 (16 heads, head_dim 72, 729 "
+                   "patches), openai/clip-vit-large-patch14-336 and facebook/dinov2-giant",
     "precision": "bf16",
     "description": "Bidirectional multi-head attention over image tokens: softmax(q k^T * "
-                   "d^-0.5) v with fp32 scores and softmax, no mask; q/k/v (batch, heads, tokens, d), "
+                   "d^-0.5) v with fp32 scores and softmax, no mask; q/k/v (batch, heads, tokens, "
+                   "d), "
                    "output (batch, tokens, heads, d).",
     "workloads": [
         {"name": "cpu_small", "params": {"batch": 2, "seq": 17, "heads": 3, "head_dim": 24},

@@ -11,6 +11,9 @@ SOLFORGE = {
     "name": "bias_gelu_whisper",
     "category": "L1",
     "models": ["Whisper large-v3"],
+    "family": "Whisper",
+    "shapes_from": "config.json of openai/whisper-large-v3: d_model 1280, encoder_ffn_dim 5120, "
+                   "1500 encoder frames",
     "precision": "fp16",
     "description": "y = gelu(x + b) (exact erf GELU) on fc1's bias-free output [tokens, 5120], "
                    "as WhisperEncoderLayer's activation_fn(fc1(x)) splits into GEMM and epilogue.",

@@ -9,6 +9,10 @@ SOLFORGE = {
     "name": "cross_entropy_llama3",
     "category": "L1",
     "models": ["Llama 3 8B", "Qwen 2.5 7B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "fp32",
     "description": "loss = mean over non-ignored tokens of -log_softmax(logits.float())[t, "
                    "label[t]], labels int64 with -100 on the masked prompt (HF ForCausalLMLoss, "

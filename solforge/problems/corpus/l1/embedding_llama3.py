@@ -9,6 +9,10 @@ SOLFORGE = {
     "name": "embedding_llama3",
     "category": "L1",
     "models": ["Llama 3 8B", "Qwen 2.5 7B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "h = embed_tokens(input_ids): gather one row of the [vocab, hidden] bf16 table "
                    "per int64 token id (nn.Embedding in LlamaModel).",

@@ -9,6 +9,9 @@ SOLFORGE = {
     "name": "gelu_tanh_gemma2",
     "category": "L1",
     "models": ["Gemma 2 2B", "Gemma 2 9B", "Gemma 2 27B"],
+    "family": "Gemma 2",
+    "shapes_from": "config.json of google/gemma-2-9b (intermediate_size 14336), gemma-2-2b (9216) "
+                   "and gemma-2-27b (36864), hidden_activation gelu_pytorch_tanh",
     "precision": "bf16",
     "description": "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) on the gate projection's "
                    "output (intermediate 9216 / 14336 / 36864), bf16 (F.gelu(approximate='tanh')).",

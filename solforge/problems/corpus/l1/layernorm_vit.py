@@ -9,6 +9,9 @@ SOLFORGE = {
     "name": "layernorm_vit",
     "category": "L1",
     "models": ["ViT-L/16", "ViT-H/14"],
+    "family": "ViT",
+    "shapes_from": "config.json of google/vit-large-patch16-224 (hidden 1024, 197 tokens) and "
+                   "ViT-H/14 (hidden 1280, 257 tokens)",
     "precision": "fp32",
     "description": "y = (x - mean(x)) / sqrt(var(x) + eps) * w + b over the hidden dim of every "
                    "token (nn.LayerNorm, eps 1e-6, as timm's ViT norm1/norm2), fp32 end to end.",

@@ -9,6 +9,8 @@ SOLFORGE = {
     "name": "layernorm_whisper",
     "category": "L1",
     "models": ["Whisper large-v3"],
+    "family": "Whisper",
+    "shapes_from": "config.json of openai/whisper-large-v3: d_model 1280, 1500 encoder frames",
     "precision": "fp16",
     "description": "nn.LayerNorm(1280) over every frame of the Whisper encoder (1500 frames per 30 "
                    "s clip) or every token of the decoder, fp16 in and out (HF "

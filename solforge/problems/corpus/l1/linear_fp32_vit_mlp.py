@@ -13,6 +13,9 @@ SOLFORGE = {
     "name": "linear_fp32_vit_mlp",
     "category": "L1",
     "models": ["ViT-L/16", "ViT-H/14", "CLIP ViT-bigG/14"],
+    "family": "ViT",
+    "shapes_from": "config.json of google/vit-large-patch16-224 (hidden 1024, intermediate 4096), "
+                   "ViT-H/14 and CLIP ViT-bigG/14 (hidden 1664, mlp 8192)",
     "precision": "tf32",
     "description": "y = x @ W^T + b (nn.Linear, fp32) for a ViT MLP's fc1/fc2 over all tokens of a "
                    "batch of images (197 or 257 tokens per image); the bigG fc1 is ~4096^3-sized.",

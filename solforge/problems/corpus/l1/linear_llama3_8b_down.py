@@ -9,6 +9,10 @@ SOLFORGE = {
     "name": "linear_llama3_8b_down",
     "category": "L1",
     "models": ["Llama 3 8B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "y = x @ W^T with W [4096, 14336] (LlamaMLP.down_proj), a long-K GEMM, at "
                    "decode and prefill token counts.",

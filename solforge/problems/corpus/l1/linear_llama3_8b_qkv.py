@@ -9,6 +9,10 @@ SOLFORGE = {
     "name": "linear_llama3_8b_qkv",
     "category": "L1",
     "models": ["Llama 3 8B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "y = x @ W^T with W [6144, 4096]: q, k and v projections fused into one GEMM "
                    "(vLLM QKVParallelLinear; HF runs q_proj, k_proj, v_proj), at decode and "

@@ -9,6 +9,9 @@ SOLFORGE = {
     "name": "mean_pool_vit",
     "category": "L1",
     "models": ["ViT-L/16", "ViT-H/14", "BEiT-L"],
+    "family": "ViT",
+    "shapes_from": "config.json of google/vit-large-patch16-224 (197 tokens, hidden 1024), "
+                   "ViT-H/14 and BEiT-L",
     "precision": "fp32",
     "description": "y[b] = mean over the patch tokens of x[b, prefix:, :] (the class token "
                    "skipped), [batch, tokens, hidden] -> [batch, hidden] (timm VisionTransformer "

@@ -13,6 +13,10 @@ SOLFORGE = {
     "name": "moe_sum_deepseek_v3",
     "category": "L1",
     "models": ["DeepSeek-V3", "Mixtral 8x7B"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "bf16",
     "description": "y[t] = sum_k x[t, k] over the top-k expert outputs [tokens, top_k, hidden] "
                    "(DeepSeek-V3: top-8 of 7168, Mixtral: top-2 of 4096); vLLM fused_moe's "

@@ -9,6 +9,9 @@ SOLFORGE = {
     "name": "residual_gate_flux",
     "category": "L1",
     "models": ["FLUX.1-dev", "Stable Diffusion 3"],
+    "family": "Flux",
+    "shapes_from": "FLUX.1-dev transformer config (hidden 3072 = 24 heads x 128; 4096 image "
+                   "tokens at 1024px plus 512 text tokens)",
     "precision": "bf16",
     "description": "out = x + gate.unsqueeze(1) * y with x, y [batch, tokens, dim] and a per- "
                    "sample gate [batch, dim] from adaLN modulation (diffusers "

@@ -9,6 +9,9 @@ SOLFORGE = {
     "name": "rmsnorm_gemma2",
     "category": "L1",
     "models": ["Gemma 2 2B", "Gemma 2 9B", "Gemma 2 27B"],
+    "family": "Gemma 2",
+    "shapes_from": "config.json of google/gemma-2-9b (hidden_size 3584), gemma-2-2b (2304) and "
+                   "gemma-2-27b (4608), rms_norm_eps 1e-6",
     "precision": "bf16",
     "description": "y = x / sqrt(mean(x^2) + 1e-6) * (1 + w), computed in fp32 and cast back to "
                    "bf16 at the very end (HF Gemma2RMSNorm; unlike Llama the weight multiplies in "

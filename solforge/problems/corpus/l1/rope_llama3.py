@@ -15,6 +15,11 @@ SOLFORGE = {
     "name": "rope_llama3",
     "category": "L1",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672), "
+                   "rope_theta 500000",
     "precision": "bf16",
     "description": "q' = q*cos + rotate_half(q)*sin and the same for k, with q [b, 32|64, s, 128] "
                    "and GQA k [b, 8, s, 128]; cos/sin [b, s, 128] broadcast over heads "

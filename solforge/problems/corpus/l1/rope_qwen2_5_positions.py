@@ -13,6 +13,10 @@ SOLFORGE = {
     "name": "rope_qwen2_5_positions",
     "category": "L1",
     "models": ["Qwen 2.5 7B", "Qwen 2.5 72B"],
+    "family": "Qwen2.5",
+    "shapes_from": "config.json of Qwen/Qwen2.5-7B (hidden_size 3584, intermediate_size 18944, 28 "
+                   "heads, 4 kv heads, vocab 152064) and Qwen2.5-72B (hidden 8192), rope_theta "
+                   "1000000",
     "precision": "bf16",
     "description": "Gather cos/sin rows by int64 positions, then rotate q [tokens, heads*128] and "
                    "k [tokens, kv_heads*128] neox-style (vLLM RotaryEmbedding.forward_native).",

@@ -13,6 +13,10 @@ SOLFORGE = {
     "name": "router_logits_deepseek_v3",
     "category": "L1",
     "models": ["DeepSeek-V3"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "fp32",
     # bf16 x bf16 products are exact in fp32, so bf16 tensor cores with fp32 accumulation
     # meet the fp32 tolerance: the bound must assume them

@@ -9,6 +9,10 @@ SOLFORGE = {
     "name": "silu_llama3",
     "category": "L1",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "y = x * sigmoid(x) on the gate projection's output [tokens, intermediate] "
                    "(intermediate 14336 for 8B, 28672 for 70B), bf16 in and out (nn.SiLU).",

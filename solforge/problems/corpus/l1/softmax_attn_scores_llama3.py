@@ -13,6 +13,10 @@ SOLFORGE = {
     "name": "softmax_attn_scores_llama3",
     "category": "L1",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "p = softmax(scores, dim=-1, dtype=float32).to(bf16) over the key axis of "
                    "[batch, heads, q_len, kv_len] causally masked scores (HF "

@@ -9,6 +9,12 @@ SOLFORGE = {
     "name": "add_rmsnorm_llama_qwen",
     "category": "L2",
     "models": ["Llama 3 8B", "Llama 3 70B", "Qwen 2.5 7B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "config.json of Qwen/Qwen2.5-7B (hidden_size 3584, intermediate_size 18944, 28 "
+                   "heads, 4 kv heads, vocab 152064) and Qwen2.5-72B (hidden 8192)",
     "precision": "bf16",
     "description": "residual = residual + x (in bf16), then RMSNorm of the new residual in fp32 "
                    "times the weight (eps 1e-5 for Llama, 1e-6 for Qwen); returns (normed, "

@@ -11,6 +11,10 @@ SOLFORGE = {
     "name": "attention_block_llama3",
     "category": "L2",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "A whole prefill attention block of Llama 3: q/k/v projections, rotary "
                    "embedding from position ids, causal GQA attention (k/v heads repeated), "

@@ -10,6 +10,9 @@ SOLFORGE = {
     "name": "causal_conv1d_silu_mamba",
     "category": "L2",
     "models": ["Mamba 2.8B", "Falcon Mamba 7B", "Mamba 130M"],
+    "family": "Mamba",
+    "shapes_from": "config.json of state-spaces/mamba-2.8b (d_model 2560, expand 2 -> d_inner "
+                   "5120, d_conv 4), mamba-130m and tiiuae/falcon-mamba-7b",
     "precision": "bf16",
     "description": "y[b, c, t] = SiLU(bias[c] + sum_k w[c, k] * x[b, c, t - 3 + k]) with zeros "
                    "before t = 0: Mamba's short causal convolution over the x branch of "

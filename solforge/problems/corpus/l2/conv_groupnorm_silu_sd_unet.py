@@ -11,6 +11,9 @@ SOLFORGE = {
     "name": "conv_groupnorm_silu_sd_unet",
     "category": "L2",
     "models": ["Stable Diffusion 1.5", "Stable Diffusion XL"],
+    "family": "Stable Diffusion UNet",
+    "shapes_from": "unet/config.json of runwayml/stable-diffusion-v1-5: block_out_channels [320, "
+                   "640, 1280, 1280], norm_num_groups 32, 64x64 latents at 512px",
     "precision": "fp16",
     "description": "h = conv3x3(x) + temb[:, :, None, None]; GroupNorm(32, eps 1e-5) with "
                    "affine weights; SiLU. The conv1 -> norm2 -> act path of the UNet's "

@@ -10,6 +10,9 @@ SOLFORGE = {
     "name": "geglu_mlp_gemma",
     "category": "L2",
     "models": ["Gemma 7B", "Gemma 2 9B", "Gemma 2 2B"],
+    "family": "Gemma",
+    "shapes_from": "config.json of google/gemma-7b (hidden 3072, intermediate 24576) and "
+                   "gemma-2-9b (hidden 3584, intermediate 14336)",
     "precision": "bf16",
     "description": "The feed-forward block of a Gemma decoder layer: gate and up projections, "
                    "GELU (tanh approximation) of gate times up, down projection.",

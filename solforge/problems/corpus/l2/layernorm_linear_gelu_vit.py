@@ -11,6 +11,9 @@ SOLFORGE = {
     "name": "layernorm_linear_gelu_vit",
     "category": "L2",
     "models": ["ViT-B/16", "ViT-L/16", "ViT-H/14"],
+    "family": "ViT",
+    "shapes_from": "config.json of google/vit-base-patch16-224 (hidden 768, intermediate 3072, "
+                   "197 tokens) and vit-large-patch16-224 (1024, 4096)",
     "precision": "bf16",
     "description": "y = GELU(fc1(LayerNorm(x))) over ViT tokens (197 for 224px/16, 257 for "
                    "224px/14): the pre-norm and the expanding projection of the MLP block.",

@@ -10,6 +10,11 @@ SOLFORGE = {
     "name": "lm_head_topk_sampling_llama3",
     "category": "L2",
     "models": ["Llama 3 8B", "Llama 3.2 3B", "Llama 3.2 1B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "Llama 3.2 1B/3B (hidden 2048/3072, tied vocab 128256)",
     "precision": "bf16",
     "description": "For one new token per sequence: RMSNorm, logits = lm_head(h) in bf16, then "
                    "in fp32 logits / 0.6, every logit below the 50th largest set to -inf, "

@@ -17,6 +17,9 @@ SOLFORGE = {
     "name": "moe_experts_mixtral",
     "category": "L2",
     "models": ["Mixtral 8x7B", "Mixtral 8x22B"],
+    "family": "Mixtral",
+    "shapes_from": "config.json of mistralai/Mixtral-8x7B-v0.1: hidden 4096, intermediate_size "
+                   "14336 (7168 per GPU at TP 2), 8 experts, top-2",
     "precision": "bf16",
     "description": "Sparse MoE FFN: for each expert, gather its tokens, w2(silu(w1 x) * w3 x), "
                    "scale by the routing weight and scatter-add into the output (bf16). Real "

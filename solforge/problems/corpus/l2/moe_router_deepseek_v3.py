@@ -16,6 +16,10 @@ SOLFORGE = {
     "name": "moe_router_deepseek_v3",
     "category": "L2",
     "models": ["DeepSeek-V3", "Kimi K2"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "bf16",
     "description": "DeepSeek-V3 routing: scores + correction bias; each group scored by its "
                    "top-2 sum, the top groups kept, top-k experts among them; weights are the "

@@ -20,6 +20,9 @@ SOLFORGE = {
     "name": "moe_router_mixtral",
     "category": "L2",
     "models": ["Mixtral 8x7B", "Mixtral 8x22B", "DBRX"],
+    "family": "Mixtral",
+    "shapes_from": "config.json of mistralai/Mixtral-8x7B-v0.1 and 8x22B: num_local_experts 8, "
+                   "num_experts_per_tok 2",
     "precision": "bf16",
     "description": "MoE routing of Mixtral (8 experts, top-2) and DBRX (16 experts, top-4): "
                    "fp32 softmax of the router logits, top-k, renormalized weights in bf16 and "

@@ -10,6 +10,9 @@ SOLFORGE = {
     "name": "qkv_bias_rope_qwen25",
     "category": "L2",
     "models": ["Qwen 2.5 7B", "Qwen 2.5 72B"],
+    "family": "Qwen2.5",
+    "shapes_from": "config.json of Qwen/Qwen2.5-7B (hidden_size 3584, intermediate_size 18944, 28 "
+                   "heads, 4 kv heads, vocab 152064) and Qwen2.5-72B (hidden 8192)",
     "precision": "bf16",
     "description": "q/k/v = Linear with bias of the hidden states, split into heads "
                    "(batch, heads, seq, head_dim); q and k rotated by RoPE at position "

@@ -14,6 +14,9 @@ SOLFORGE = {
     "name": "selective_scan_mamba",
     "category": "L2",
     "models": ["Mamba 2.8B", "Mamba 1.4B", "Mamba 130M"],
+    "family": "Mamba",
+    "shapes_from": "config.json of state-spaces/mamba-2.8b (d_inner 5120, d_state 16), mamba-1.4b "
+                   "(d_inner 4096) and mamba-130m",
     "precision": "bf16",
     # an fp32 recurrence with no GEMM in it: its FLOPs run on the SIMT units
     "sol_unit": "fp32",

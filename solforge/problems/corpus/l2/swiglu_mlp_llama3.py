@@ -10,6 +10,10 @@ SOLFORGE = {
     "name": "swiglu_mlp_llama3",
     "category": "L2",
     "models": ["Llama 3 8B", "Llama 3 70B"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672)",
     "precision": "bf16",
     "description": "The feed-forward block of a Llama 3 decoder layer: gate and up projections "
                    "(hidden -> intermediate), SiLU(gate) * up, down projection back to hidden.",

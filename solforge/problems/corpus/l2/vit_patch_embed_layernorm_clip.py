@@ -15,6 +15,9 @@ SOLFORGE = {
     "name": "vit_patch_embed_layernorm_clip",
     "category": "L2",
     "models": ["CLIP ViT-B/16", "CLIP ViT-L/14-336 (LLaVA 1.5)"],
+    "family": "CLIP",
+    "shapes_from": "config.json of openai/clip-vit-base-patch16 (patch 16, hidden 768, image 224) "
+                   "and clip-vit-large-patch14-336",
     "precision": "fp16",
     "description": "Patch embedding of a CLIP vision tower: Conv2d(3, hidden, patch, stride "
                    "patch, no bias), flatten to tokens, prepend the class embedding, add "

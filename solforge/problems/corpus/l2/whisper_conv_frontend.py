@@ -18,6 +18,9 @@ SOLFORGE = {
     "name": "whisper_conv_frontend",
     "category": "L2",
     "models": ["Whisper large-v3", "Whisper base"],
+    "family": "Whisper",
+    "shapes_from": "config.json of openai/whisper-large-v3 (num_mel_bins 128, d_model 1280, 3000 "
+                   "frames) and whisper-base (80 mels, d_model 512)",
     "precision": "fp16",
     "description": "Whisper's audio stem: two 1-D convolutions (kernel 3, the second stride 2) "
                    "each followed by exact GELU, transposed to tokens, with the fixed "

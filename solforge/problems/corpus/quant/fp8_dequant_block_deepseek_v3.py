@@ -14,6 +14,10 @@ SOLFORGE = {
     "name": "fp8_dequant_block_deepseek_v3",
     "category": "quant",
     "models": ["DeepSeek-V3"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "bf16",
     "description": "y = q.float() * s[i // 128, j // 128] cast to bf16, for an e4m3 weight "
                    "q [N, K] and its fp32 block scales s [ceil(N/128), ceil(K/128)] (ragged "

@@ -14,6 +14,10 @@ SOLFORGE = {
     "name": "fp8_gemm_block_deepseek_v3",
     "category": "quant",
     "models": ["DeepSeek-V3"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "fp8",
     "description": "y = dequant(x_q, s_x) @ dequant(W_q, s_w)^T in bf16: x_q [M, K] e4m3 with one "
                    "fp32 scale per token per 128 columns, W_q [N, K] e4m3 with one per 128x128 "

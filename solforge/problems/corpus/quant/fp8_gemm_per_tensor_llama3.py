@@ -14,6 +14,11 @@ SOLFORGE = {
     "name": "fp8_gemm_per_tensor_llama3",
     "category": "quant",
     "models": ["Llama 3 8B FP8", "Llama 3 70B FP8"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "per-tensor FP8 checkpoints (neuralmagic Meta-Llama-3-8B-Instruct-FP8)",
     "precision": "fp8",
     "description": "y = (x_q * s_x) @ (W_q * s_w)^T in bf16 for e4m3 x_q [M, K], W_q [N, K] and "
                    "fp32 per-tensor scales s_x, s_w [1] (vLLM Fp8LinearMethod, cutlass_scaled_mm).",

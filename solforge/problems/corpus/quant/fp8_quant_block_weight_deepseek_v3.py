@@ -14,6 +14,10 @@ SOLFORGE = {
     "name": "fp8_quant_block_weight_deepseek_v3",
     "category": "quant",
     "models": ["DeepSeek-V3"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "fp8",
     "description": "Quantize a bf16 weight [N, K] to float8_e4m3fn with one scale per 128x128 "
                    "block, s = max(amax, 1e-4) / 448; returns q [N, K] and the fp32 scales "

@@ -13,6 +13,10 @@ SOLFORGE = {
     "name": "fp8_quant_group_deepseek_v3",
     "category": "quant",
     "models": ["DeepSeek-V3"],
+    "family": "DeepSeek-V3",
+    "shapes_from": "config.json of deepseek-ai/DeepSeek-V3 (hidden_size 7168, 256 routed experts, "
+                   "n_group 8, topk_group 4, top-8, q_lora_rank 1536, kv_lora_rank 512, "
+                   "qk_rope_head_dim 64, 128 heads) and its FP8 128x128 block quantization",
     "precision": "fp8",
     "description": "Split each token's bf16 activations into groups of 128, scale each group by "
                    "s = max(amax, 1e-10) / 448 and cast to float8_e4m3fn; returns q [tokens, "

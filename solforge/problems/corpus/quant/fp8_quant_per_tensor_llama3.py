@@ -13,6 +13,11 @@ SOLFORGE = {
     "name": "fp8_quant_per_tensor_llama3",
     "category": "quant",
     "models": ["Llama 3 8B FP8", "Llama 3 70B FP8"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "per-tensor FP8 checkpoints",
     "precision": "fp8",
     "description": "Quantize bf16 activations [tokens, hidden] to float8_e4m3fn with one fp32 "
                    "scale = amax(|x|) / 448 for the whole tensor; returns (q, scale[1]) as the "

@@ -13,6 +13,11 @@ SOLFORGE = {
     "name": "int8_gemm_w8a8_smoothquant",
     "category": "quant",
     "models": ["Llama 3 8B W8A8 (SmoothQuant)"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "W8A8 SmoothQuant (per-token activation, per-channel weight scales)",
     "precision": "int8",
     "description": "y = s_x * (s_w^T * (x_q @ W_q^T)) in bf16 for int8 x_q [M, K] with per-token "
                    "scales s_x [M, 1] and int8 W_q [N, K] with per-channel scales s_w [N, 1] "

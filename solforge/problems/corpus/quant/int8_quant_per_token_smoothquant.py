@@ -14,6 +14,11 @@ SOLFORGE = {
     "name": "int8_quant_per_token_smoothquant",
     "category": "quant",
     "models": ["Llama 3 8B W8A8 (SmoothQuant)"],
+    "family": "Llama 3",
+    "shapes_from": "config.json of meta-llama/Meta-Llama-3-8B (hidden_size 4096, "
+                   "intermediate_size 14336, 32 heads, 8 kv heads, vocab 128256) and "
+                   "Meta-Llama-3-70B (hidden 8192, 64 heads, 8 kv heads, intermediate 28672); "
+                   "W8A8 SmoothQuant per-token scales",
     "precision": "int8",
     "description": "Per token: s = amax(|x|) / 127, q = clamp(round(x * 127 / amax), -128, 127) "
                    "as int8 (round half to even); returns q [tokens, hidden] and the fp32 scales "
