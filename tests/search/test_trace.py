@@ -30,6 +30,16 @@ UNTRACEABLE = {
     "moe_permute_qwen3_moe": "bincount",  # no meta kernel: counts need the ids' values
     "rvq_encode_encodec": "cannot be iterated",  # a Python loop over the codebooks
     "wkv_time_mix_rwkv4": "zeros",  # a Python loop over time from a state sized at run time
+    # backward problems: counts of non-ignored tokens, boolean indexing, sizes from values
+    "cross_entropy_bwd_llama3": "nonzero",
+    "cross_entropy_softcap_bwd_gemma2": "nonzero",
+    "fused_linear_ce_bwd_qwen2_5": "nonzero",
+    "embedding_bwd_bert": "getitem",
+    "moe_combine_bwd_deepseek_v3": "item assignment",
+    **{name: "interpreted as an integer" for name in (
+        "sdpa_bwd_causal_gpt2", "sdpa_bwd_causal_llama3", "sdpa_bwd_gqa_qwen2_5",
+        "sdpa_bwd_sliding_mistral", "sdpa_bwd_softcap_gemma2", "sdpa_bwd_vit",
+        "sdpa_bwd_whisper_encoder")},
 }
 
 
