@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from solforge.bench.measure import slots
 from solforge.bench.judge.state import SPARES_ENV, Judge, spare_count
