@@ -16,12 +16,7 @@
 set -u
 export PYTHONUNBUFFERED=1 SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache} OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" "$SOLFORGE_CACHE"
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-    .whl/pydantic-2*.whl .whl/pydantic_core-*.whl .whl/annotated_types-0.7.0*.whl \
-    .whl/typing_inspection-0.4.2*.whl || exit 3
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
+. benchmarks/gpu/lib.sh && ensure_pydantic || exit 3
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 DEVICE=${DEVICE:-cuda}
 PART=${PART:-1/1}

@@ -10,12 +10,7 @@
 set -u
 export OUT=${OUT:-/tmp/out} SOLFORGE_CACHE=${SOLFORGE_CACHE:-/tmp/sfcache}
 RES=/tmp/res; rm -rf $RES; mkdir -p $RES/gpu0 $RES/gpu1 "$OUT"
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-    .whl/pydantic-2*.whl .whl/pydantic_core-*.whl .whl/annotated_types-0.7.0*.whl \
-    .whl/typing_inspection-0.4.2*.whl || exit 3
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
+. benchmarks/gpu/lib.sh && ensure_pydantic || exit 3
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 for i in 0 1; do
   steps=$1; shift

@@ -24,12 +24,7 @@ R=$OUT/models; mkdir -p "$R" "$SOLFORGE_CACHE"
 T0=$(date +%s)
 left() { local l=$(( ${DEADLINE:-470} - ($(date +%s) - T0) )); echo $(( l > 1 ? l : 1 )); }
 step() { echo "=== $1 ($(( $(date +%s) - T0 ))s)"; }
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-    .whl/pydantic-2*.whl .whl/pydantic_core-*.whl .whl/annotated_types-0.7.0*.whl \
-    .whl/typing_inspection-0.4.2*.whl || exit 3
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
+. benchmarks/gpu/lib.sh && ensure_pydantic || exit 3
 # transformers and what the image lacks of its dependencies, each wheel installed without
 # its dependencies (no resolver: the image's own packages stay as they are)
 NEED=""

@@ -198,6 +198,22 @@ def capture_calls(root: nn.Module, prepare: Callable[[], Any],
     return cap
 
 
+def _clock(cuda: bool) -> tuple[Callable[[], Any], Callable[[Any, Any], float]]:
+    """(a mark now, the ms between two marks): CUDA events on a GPU (read after one
+    synchronisation, so marking adds no sync), the host clock on a CPU."""
+    def now() -> Any:
+        if cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def ms(a: Any, b: Any) -> float:
+        return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
+
+    return now, ms
+
+
 def profile_modules(root: nn.Module, prepare: Callable[[], Any], run: Callable[[Any], Any],
                     paths: list[str], warmup: int = 1, repeats: int = 3
                     ) -> tuple[float, dict[str, list[float]]]:
@@ -212,15 +228,7 @@ def profile_modules(root: nn.Module, prepare: Callable[[], Any], run: Callable[[
     marks: dict[str, list[list[Any]]] = {}
     handles = []
 
-    def now() -> Any:
-        if cuda:
-            e = torch.cuda.Event(enable_timing=True)
-            e.record()
-            return e
-        return time.perf_counter()
-
-    def ms(a: Any, b: Any) -> float:
-        return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
+    now, ms = _clock(cuda)
 
     timing = [False]  # a decode step's prefill (``prepare``) runs with the hooks too
 
@@ -289,15 +297,7 @@ def profile_backward(root: nn.Module, prepare: Callable[[], Any], run: Callable[
     modules = dict(root.named_modules())
     cuda = any(p.is_cuda for p in root.parameters())
 
-    def now() -> Any:
-        if cuda:
-            e = torch.cuda.Event(enable_timing=True)
-            e.record()
-            return e
-        return time.perf_counter()
-
-    def ms(a: Any, b: Any) -> float:
-        return float(a.elapsed_time(b)) if cuda else (b - a) * 1e3
+    now, ms = _clock(cuda)
 
     def step() -> None:
         with torch.enable_grad(), warnings.catch_warnings():
