@@ -1,8 +1,14 @@
 """EnCodec's residual vector quantizer in encoding (HF EncodecResidualVectorQuantizer.encode
 then decode): each of n_q codebooks of 1024 entries picks, for each frame, the entry nearest
 (squared L2) to the current residual; the entry is subtracted from the residual and added to
-the quantized output; fp32. Exact ties between two codes are not expected from the inputs
-(continuous random data), and the nearest code is compared by the value it gives."""
+the quantized output; fp32.
+
+The frames are what an encoder's output is to a trained quantizer: near a sum of one code
+per codebook (``get_inputs`` rebuilds the codebooks from the same fixed generator the model
+uses, picks codes and adds noise from the active distribution). So every stage's nearest
+code is well ahead of the next one, and two correct kernels that round the distances
+differently pick the same codes: with plain random frames, near-ties among 1024 codes flip
+under any change of summation order and the flip carries through the later stages."""
 
 import torch
 import torch.nn as nn
@@ -15,7 +21,7 @@ SOLFORGE = {
     "models": ["EnCodec 24 kHz", "EnCodec 32 kHz (MusicGen)"],
     "family": "EnCodec",
     "shapes_from": "config.json of facebook/encodec_24khz (codebook_size 1024, codebook_dim 128, "
-                   "75 frames/s, target_bandwidths up to 24 kbps = 32 codebooks; 6 kbps = 8) and "
+                   "75 frames/s, target_bandwidths 12 kbps = 16 codebooks, 6 kbps = 8) and "
                    "facebook/encodec_32khz (4 codebooks of 2048, 50 frames/s)",
     "precision": "fp32",
     "description": "x (b, D, T): r = x; for each codebook C_q (K, D): i = argmin_k |r - C_q[k]|^2, "
@@ -27,8 +33,8 @@ SOLFORGE = {
                                        "n_q": 2}, "cpu": True, "visible": False},
         {"name": "24khz_6kbps_10s_b8", "params": {"batch": 8, "dim": 128, "frames": 750,
                                                   "codes": 1024, "n_q": 8}},
-        {"name": "24khz_24kbps_10s_b2", "params": {"batch": 2, "dim": 128, "frames": 750,
-                                                   "codes": 1024, "n_q": 32}},
+        {"name": "24khz_12kbps_10s_b2", "params": {"batch": 2, "dim": 128, "frames": 750,
+                                                   "codes": 1024, "n_q": 16}},
         {"name": "32khz_musicgen_30s_b4", "params": {"batch": 4, "dim": 128, "frames": 1500,
                                                      "codes": 2048, "n_q": 4},
          "visible": False},
@@ -43,8 +49,7 @@ class Model(nn.Module):
     def __init__(self, dim: int = 128, codes: int = 1024, n_q: int = 8):
         super().__init__()
         # later codebooks quantize smaller residuals, as trained ones do
-        scale = 1.0 / torch.arange(1, n_q + 1, dtype=torch.float32)
-        self.codebooks = nn.Parameter(torch.randn(n_q, codes, dim) * scale[:, None, None])
+        self.codebooks = nn.Parameter(codebooks(dim, codes, n_q))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, d, t = x.shape
@@ -58,8 +63,24 @@ class Model(nn.Module):
         return out.view(b, t, d).transpose(1, 2)
 
 
-def get_inputs(batch: int = 8, dim: int = 128, frames: int = 750):
-    return [gen.randn(batch, dim, frames)]
+def codebooks(dim: int, codes: int, n_q: int) -> torch.Tensor:
+    """The codebooks, from a generator of their own (the model's and the inputs' agree);
+    later codebooks quantize smaller residuals, as trained ones do."""
+    g = torch.Generator().manual_seed(2024)
+    # residual norms fall geometrically: each stage's nearest code stays far ahead
+    scale = 0.35 ** torch.arange(n_q, dtype=torch.float32)
+    # Tensor.normal_: the evaluator's distributions reshape torch.randn, not this draw
+    cb = torch.empty(n_q, codes, dim).normal_(generator=g)
+    return cb * scale[:, None, None]
+
+
+def get_inputs(batch: int = 8, dim: int = 128, frames: int = 750, codes: int = 1024,
+               n_q: int = 8):
+    cb = codebooks(dim, codes, n_q)
+    ids = gen.indices(codes, n_q, batch * frames)
+    x = sum(cb[q][ids[q]] for q in range(n_q))              # (b*t, d): one code each
+    x = x + 1e-3 * 0.35 ** n_q * gen.randn(batch * frames, dim)  # the encoder's miss
+    return [x.view(batch, frames, dim).transpose(1, 2).contiguous()]
 
 
 def get_init_inputs(dim: int = 128, codes: int = 1024, n_q: int = 8):
