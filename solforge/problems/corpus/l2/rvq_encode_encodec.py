@@ -68,10 +68,11 @@ def codebooks(dim: int, codes: int, n_q: int) -> torch.Tensor:
     later codebooks quantize smaller residuals, as trained ones do."""
     g = torch.Generator().manual_seed(2024)
     # residual norms fall geometrically: each stage's nearest code stays far ahead
-    scale = 0.35 ** torch.arange(n_q, dtype=torch.float32)
-    # Tensor.normal_: the evaluator's distributions reshape torch.randn, not this draw
-    cb = torch.empty(n_q, codes, dim).normal_(generator=g)
-    return cb * scale[:, None, None]
+    scale = 0.35 ** torch.arange(n_q, dtype=torch.float32, device="cpu")
+    # Tensor.normal_: the evaluator's distributions reshape torch.randn, not this draw; on
+    # the CPU, where the generator is, whatever the default device (then moved to it)
+    cb = torch.empty(n_q, codes, dim, device="cpu").normal_(generator=g)
+    return (cb * scale[:, None, None]).to(torch.get_default_device())
 
 
 def get_inputs(batch: int = 8, dim: int = 128, frames: int = 750, codes: int = 1024,
