@@ -11,8 +11,9 @@ before any device-wide synchronize:
    what the caller would read;
 2. a device-wide synchronize is timed: work still pending on another stream shows as its
    duration. With nothing pending it returns in microseconds, so the bar is low
-   (:data:`PENDING_MS`); SOL-ExecBench's sample leaves one TF32 8192-cube matmul, about
-   2 ms on an H200, of which the caller's wait has already eaten some. A thread taken off
+   (:data:`PENDING_MS`); SOL-ExecBench's sample (an fp32 8192-cube matmul on a side stream)
+   still had 1.3-1.4 ms left at this point on an H200 with TF32 off, and none with it on
+   (benchmarks/results/2026-12-04-h200-s16). A thread taken off
    its core during the wait would look like pending work: the wait must also have spent
    that long on the CPU (CUDA spins while it waits, the default where a machine has more
    cores than GPUs);
