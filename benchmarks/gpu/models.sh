@@ -9,7 +9,8 @@
 #   bash benchmarks/gpu/models.sh
 # Knobs: MODELS ("llama mixtral"), LAYERS (2), SEQ (512), BATCH (1), OPT_WALL (seconds of
 # `optimize` per model, 120), DEADLINE (seconds after start, 470), DEVICE (cuda; cpu with
-# tiny SIZES_* for a dry run), GEN_STEPS (16), COMPILE=1 (the patched model under
+# tiny SIZES_* for a dry run), GEN_STEPS (16), FROM (an earlier call's models.tgz: validate
+# its exports again, nothing extracted or optimised), COMPILE=1 (the patched model under
 # torch.compile's inductor too, one prefill: compile time, calls, difference from eager).
 # Needs in .whl/: the pydantic wheels (as session.sh) and transformers 5.25.0 with each of
 # its dependencies the image lacks (the loop below names a missing one). Here, with $P of
@@ -58,30 +59,41 @@ SIZES_qwen2=${SIZES_qwen2:-"--set hidden_size=3584 --set intermediate_size=18944
 { nvidia-smi --query-gpu=name,driver_version --format=csv 2>/dev/null
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"; } > "$R/env.txt" 2>&1
 cat "$R/env.txt"
+# FROM=an earlier call's models.tgz: its exports are validated again (no extract, no
+# optimize: a minute or two per model), e.g. after a change of apply or validate
+if [ -n "${FROM:-}" ]; then
+  tar -xzf "$FROM" -C "$OUT" || { echo "=== FROM=$FROM: not a models.tgz"; exit 3; }
+fi
 for M in ${MODELS:-llama mixtral}; do
   S=SIZES_$M; SIZES=${!S}
   COMMON="$SIZES --layers $LAYERS --dtype bfloat16 --device $DEVICE"
-  step "extract $M"
-  timeout -k 5 $(left) $SF extract $M --out "$R/$M/problems" --name $M $COMMON --prefill --decode \
-    --batch $BATCH --seq $SEQ 2>&1 | tail -25
-  [ -f "$R/$M/problems/extract.json" ] || { echo "=== extract $M failed"; continue; }
-  WALL=${OPT_WALL:-120}; [ "$(left)" -lt $(( WALL + 130 )) ] && WALL=$(( $(left) - 130 ))
-  if [ "$WALL" -gt 20 ]; then
-    step "optimize $M (${WALL}s of wall budget)"
-    timeout -k 10 $(( WALL + 100 )) $SF optimize "$R/$M/problems" --device $DEVICE --run-dir "$R/$M/run" \
-      --budget-wall-s $WALL --max-units 1 --max-candidates 6 --search-seconds 60 \
-      --compile-seconds 60 --explore-max-calls 20 --budget-ms 200 ${OPT_ARGS:-} > "$R/$M/optimize.log" 2>&1
-    echo "rc=$?"; tail -6 "$R/$M/optimize.log"
-    $SF runs show "$R/$M/run" --json > "$R/$M/run.json" 2>/dev/null
-    $SF export "$R/$M/run" --out "$R/$M/export" > /dev/null 2>&1
+  SRC="$R/$M/run"
+  if [ -n "${FROM:-}" ]; then
+    [ -d "$R/$M/export" ] || { echo "=== $FROM holds no $M/export"; continue; }
+    SRC="$R/$M/export"
+  else
+    step "extract $M"
+    timeout -k 5 $(left) $SF extract $M --out "$R/$M/problems" --name $M $COMMON --prefill --decode \
+      --batch $BATCH --seq $SEQ 2>&1 | tail -25
+    [ -f "$R/$M/problems/extract.json" ] || { echo "=== extract $M failed"; continue; }
+    WALL=${OPT_WALL:-120}; [ "$(left)" -lt $(( WALL + 130 )) ] && WALL=$(( $(left) - 130 ))
+    if [ "$WALL" -gt 20 ]; then
+      step "optimize $M (${WALL}s of wall budget)"
+      timeout -k 10 $(( WALL + 100 )) $SF optimize "$R/$M/problems" --device $DEVICE --run-dir "$R/$M/run" \
+        --budget-wall-s $WALL --max-units 1 --max-candidates 6 --search-seconds 60 \
+        --compile-seconds 60 --explore-max-calls 20 --budget-ms 200 ${OPT_ARGS:-} > "$R/$M/optimize.log" 2>&1
+      echo "rc=$?"; tail -6 "$R/$M/optimize.log"
+      $SF runs show "$R/$M/run" --json > "$R/$M/run.json" 2>/dev/null
+      $SF export "$R/$M/run" --out "$R/$M/export" > /dev/null 2>&1
+    fi
   fi
-  [ -d "$R/$M/run" ] || continue
-  step "validate $M"
-  timeout -k 5 $(left) $SF validate $M "$R/$M/run" $COMMON --prefill --decode --batch $BATCH --seq $SEQ \
+  [ -d "$SRC" ] || continue
+  step "validate $M ($SRC)"
+  timeout -k 5 $(left) $SF validate $M "$SRC" $COMMON --prefill --decode --batch $BATCH --seq $SEQ \
     --gen-steps ${GEN_STEPS:-16} --rounds 5 --json "$R/$M/validate.json" 2>&1 | tail -40
   if [ "${COMPILE:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
     step "torch.compile $M (patched, inductor)"
-    timeout -k 5 $(left) python3 - "$M" "$R/$M/run" "$R/$M/compile.json" $SEQ $BATCH $SIZES --layers $LAYERS <<'PY' 2>&1 | tail -8
+    timeout -k 5 $(left) python3 - "$M" "$SRC" "$R/$M/compile.json" $SEQ $BATCH $SIZES --layers $LAYERS <<'PY' 2>&1 | tail -8
 import json, sys, time, torch
 import solforge
 from solforge.models.source import build_model, parse_overrides
@@ -136,6 +148,7 @@ for d in sorted(p for p in root.iterdir() if p.is_dir()):
                                "kl_mean": {s: y.get("kl_mean") for s, y in x["drift"].items()}}
                            for k, x in r["per_module"].items()}
         m["calls"] = {k: (c["patched"], c["fallback"]) for k, c in r["calls"].items()}
+        m["module_costs"] = r.get("module_costs")
     out[d.name] = m
 print(json.dumps(out, indent=1))
 PY

@@ -53,6 +53,19 @@ def _build(model: str, sets: list[str], layers: int | None, dtype: str, device: 
         _fail(str(e))
 
 
+def _model_failed(model: str, e: Exception, what: str) -> str:
+    """One line for a model whose forward raised while solforge ran it: the error, the
+    frame that raised it, and what usually causes it."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return (f"{what}: running {model} failed: {type(e).__name__}: {str(e)[:300]}{where}. "
+            "When --set values were given, check that they agree with each other (head "
+            "sizes, rotary dims, expert counts) and with the model's own defaults; a model "
+            "that needs inputs solforge does not build is wrapped in a module:callable")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("extract")
     def extract(
@@ -95,6 +108,8 @@ def register(app: typer.Typer) -> None:
             manifest = run_extract(built, steps, out, tag=name, backward=backward)
         except ModelSpecError as e:
             _fail(str(e))
+        except Exception as e:  # the model's own code failed on these sizes
+            _fail(_model_failed(model, e, "extract"))
         if as_json:
             typer.echo(json.dumps(manifest, indent=1))
             return
@@ -176,6 +191,9 @@ def register(app: typer.Typer) -> None:
         max_ppl_ratio: float = typer.Option(None, help="fail when patched/original "
                                             "perplexity is above this"),
         as_json: Path = typer.Option(None, "--json", help="write the report here"),
+        skip: list[str] = typer.Option(None, "--skip", help="a problem whose kept solution "
+                                       "stays out of the model (repeatable): one whose "
+                                       "module a report showed slower in the model"),
     ) -> None:
         """Compare the original model with the patched one on the same inputs: logits
         drift (max/mean abs diff, KL mean and 99.9th percentile, top-1, same-top-p), the
@@ -194,6 +212,13 @@ def register(app: typer.Typer) -> None:
             _fail(str(e))
         if not kept:
             _fail(f"{source} holds no passed solution of a problem `solforge extract` wrote")
+        unknown = sorted(set(skip or []) - {k.problem for k in kept})
+        if unknown:
+            _fail(f"--skip {', '.join(unknown)}: {source} keeps no solution of that problem "
+                  f"(it keeps: {', '.join(sorted(k.problem for k in kept))})")
+        kept = [k for k in kept if k.problem not in set(skip or [])]
+        if not kept:
+            _fail("--skip leaves no kept solution to apply")
         patch = solforge.apply(built.model, kept)
         if not patch.modules:
             _fail(f"no module of {model} was patched from {source} ("
@@ -205,6 +230,8 @@ def register(app: typer.Typer) -> None:
                               gen_steps=gen_steps, rounds=rounds, per_module=per_module)
         except ValueError as e:
             _fail(str(e))
+        except Exception as e:
+            _fail(_model_failed(model, e, "validate"))
         bad = check(report, max_kl=max_kl, min_top1=min_top1, max_ppl_ratio=max_ppl_ratio)
         report["failed"] = bad
         if as_json:
@@ -220,16 +247,40 @@ def _print_report(r: dict) -> None:
     t = Table(title=f"{r['model']}: patched against original (batch {r['batch']}, "
                     f"seq {r['seq']})")
     for col in ("step", "max |diff|", "mean |diff|", "KL mean", "KL p99.9", "top-1",
-                "same top-p", "original ms", "patched ms", "speedup"):
+                "same top-p", "original ms", "patched ms", "speedup", "graphed speedup"):
         t.add_column(col, justify="left" if col == "step" else "right")
     for mode, d in r["drift"].items():
         lat = r["latency"].get(mode, {})
+        graphed = lat.get("graphed") or {}
         t.add_row(mode, fmt(d["max_abs_diff"]), fmt(d["mean_abs_diff"]),
                   fmt(d.get("kl_mean")), fmt(d.get("kl_p999")),
                   fmt(d.get("top1_agreement"), digits=4), fmt(d.get("same_top_p"), digits=4),
                   fmt(lat.get("original_ms")), fmt(lat.get("patched_ms")),
-                  fmt(lat.get("speedup"), "x"))
+                  fmt(lat.get("speedup"), "x"), fmt(graphed.get("speedup"), "x"))
     console.print(t)
+    for mode, lat in r["latency"].items():
+        graphed = lat.get("graphed") or {}
+        if "skipped" in graphed:
+            console.print(f"[yellow]{mode}: {escape(graphed['skipped'])}[/yellow]")
+        elif graphed.get("original_ms") and lat.get("original_ms"):
+            console.print(f"{mode}: eager {lat['original_ms']:.3g} ms of wall time, "
+                          f"{graphed['original_ms']:.3g} ms replayed from a CUDA graph "
+                          f"(device time; patched {graphed['patched_ms']:.3g} ms)")
+    if r.get("module_costs"):
+        c = Table(title="each patched module alone, per call (us)")
+        for col in ("problem", "input shapes", "original host", "original device",
+                    "patched host", "patched device"):
+            c.add_column(col, justify="left" if col in ("problem", "input shapes") else "right")
+        for name, e in r["module_costs"].items():
+            for row in e["signatures"]:
+                shapes = " ".join("x".join(map(str, s)) for _, s, _ in row["signature"])
+                if "skipped" in row:
+                    c.add_row(name, shapes, escape(row["skipped"][:60]), "", "", "")
+                    continue
+                o, p = row["original"], row["patched"]
+                c.add_row(name, shapes, fmt(o["host_us"]), fmt(o["device_us"]),
+                          fmt(p["host_us"]), fmt(p["device_us"]))
+        console.print(c)
     if r["per_module"]:
         m = Table(title="each problem patched alone")
         for col in ("problem", "modules", "lowered precision", "step", "KL mean",

@@ -2,11 +2,13 @@
 
 - ``extract.py``: a live model's repeated modules as problem files, ranked by their share of
   the model's time (``source.py`` builds the model, ``capture.py`` hooks it, ``rebuild.py``
-  writes how each module is built again).
+  writes how each module is built again, ``problem_file.py`` writes each problem's text).
 - ``apply.py``: kept solutions of a run or an export swapped into a live model, module by
   module, only for the shapes and dtypes each was verified on; undoable.
 - ``validate.py``: the original against the patched model: drift, perplexity, greedy
-  agreement, latency, and the drift of each patched module alone.
+  agreement, latency, and the drift of each patched module alone; ``timing.py``: the steps
+  replayed from CUDA graphs and each patched module's host and device cost per call.
 
-Not covered: training steps (forward only) and models spread over several devices.
+Not covered: patching training steps (``extract --backward`` writes backward problems, but
+``apply`` swaps forwards only) and models spread over several devices.
 """

@@ -11,9 +11,12 @@ module's parameters and buffers by name (the same tensors, no copy: a solution w
 persistent tensor the live module lacks, a fused weight say, is refused, since it would
 keep the random values it was built with), then sets the live module's ``forward`` to a
 dispatcher: a call whose tensor arguments have a verified signature (and whose other
-arguments are at their defaults) runs ``ModelNew``; any other call runs the original
-forward and is counted as a fallback, with its signature. The model's ``state_dict`` and
-module tree are unchanged.
+arguments are at their defaults) runs ``ModelNew``'s forward (directly: the live module's
+call already ran its hooks, and a second ``nn.Module.__call__`` was most of the dispatch's
+cost; a solution module with hooks of its own when applied, or global module hooks, is
+called through them); any other call runs the original forward and is counted as a
+fallback, with its signature. The model's ``state_dict`` and module tree are unchanged.
+``benchmarks/apply_dispatch.py`` times the dispatch per call.
 
 :class:`Patch` is the result: ``patch.undo()`` (or leaving ``with apply(...)``) restores
 every forward; ``patch.enabled = False`` sends every call to the original without undoing
@@ -25,7 +28,8 @@ becomes shape guards, and a compiled model recompiles once after :func:`apply` o
 
 Not covered: moving the model to another device after :func:`apply` (the solutions share
 its tensors but are not moved: apply after ``.to()``), solutions whose forward takes other
-arguments than the captured tensors, and backward passes through a solution.
+arguments than the captured tensors, hooks put on a solution module after :func:`apply`,
+and backward passes through a solution.
 """
 
 from __future__ import annotations
@@ -170,18 +174,44 @@ class _Dispatch:
         self.allowed = {tuple((shape, getattr(torch, dt)) for _, shape, dt in s)
                         for s in kept.signatures}
         self.stats = ModuleStats(problem=kept.problem)
+        self.n_tensors = len(self.tensor_names)
+        # the captured tensors are the forward's first parameters, in order: a call of
+        # exactly those by position leaves every other parameter at its default
+        self.positional = self.names[:self.n_tensors] == self.tensor_names
+        self.on_cuda = kept.device_type == "cuda"
+        # the solution's forward itself: the live module's call already ran its hooks, and
+        # a second ``nn.Module.__call__`` was half the dispatch's cost on a CPU (a solution
+        # module with hooks of its own is called through them)
+        self.run = new if _has_hooks(new) else new.forward
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.patch.enabled and self.patch.active.get(self.path, True):
-            key = self._key(args, kwargs)
-            if key is not None and key in self.allowed:
-                self.stats.patched += 1
-                values = dict(zip(self.names, args)) | kwargs
-                return self.new(*(values[n] for n in self.tensor_names))
+            # the common call, the captured tensors alone and by position, checked without
+            # building a dict (this runs once per module per step: its cost is the
+            # patched model's, measured by benchmarks/gpu/apply_overhead.py)
+            if not kwargs and len(args) == self.n_tensors and self.positional:
+                key = self._fast_key(args)
+                if key is not None and key in self.allowed:
+                    self.stats.patched += 1
+                    return self.run(*args)
+            else:
+                key = self._key(args, kwargs)
+                if key is not None and key in self.allowed:
+                    self.stats.patched += 1
+                    values = dict(zip(self.names, args)) | kwargs
+                    return self.run(*(values[n] for n in self.tensor_names))
             self.stats.fallback += 1
             self.stats.fallback_signatures[_describe(self.tensor_names, args, kwargs,
                                                      self.names)] += 1
         return self.original(*args, **kwargs)
+
+    def _fast_key(self, args: tuple) -> tuple | None:
+        out = []
+        for t in args:
+            if not isinstance(t, torch.Tensor) or t.is_cuda != self.on_cuda:
+                return None
+            out.append((t.shape, t.dtype))  # torch.Size hashes and compares as a tuple
+        return tuple(out)
 
     def _key(self, args: tuple, kwargs: dict) -> tuple | None:
         values = dict(zip(self.names, args)) | kwargs
@@ -196,6 +226,13 @@ class _Dispatch:
                                                    or _eq(v, self.defaults.get(n))):
                 return None
         return tuple(out)
+
+
+def _has_hooks(m: nn.Module) -> bool:
+    return any(getattr(m, a, None) for a in (
+        "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+        "_forward_hooks_with_kwargs")) or bool(
+        nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
 
 
 def _describe(tensor_names: list[str], args: tuple, kwargs: dict, names: list[str]) -> str:

@@ -41,20 +41,18 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from pprint import pformat
 from typing import Any
 
 import torch
 
 from solforge.models.capture import (Call, capture_calls, dtype_name, profile_backward,
                                      profile_modules)
-from solforge.models.rebuild import CONFIG, RebuildError, Recipe, recipe_for
+from solforge.models.problem_file import _dtype, _train, fraction, problem_source
+from solforge.models.rebuild import RebuildError, Recipe, recipe_for
 from solforge.models.source import BuiltModel, ModelSpecError
 
 MANIFEST = "extract.json"
 MANIFEST_SCHEMA = "solforge.extract/1"
-PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-GRAD_PRECISION = {"fp32": "fp32_grad", "bf16": "bf16_grad"}
 
 
 @dataclass(frozen=True)
@@ -153,7 +151,7 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
     grand = sum(step_ms.values()) or 1.0
     problems = []
     for g in groups.values():
-        share = g.ms() / grand
+        share = fraction(g.ms(), grand)
         path = out / f"{g.name}.py"
         path.write_text(problem_source(g, built, share, step_ms))
         problems.append({"name": g.name, "file": path.name, "class": g.cls,
@@ -161,7 +159,7 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
                          "workloads": {k: {"calls": w["calls"], "ms": round(w["ms"], 6)}
                                        for k, w in g.workloads.items()}})
         if g.backward and g.differentiable:
-            bshare = g.backward_ms() / grand
+            bshare = fraction(g.backward_ms(), grand)
             bpath = out / f"{g.name}_bwd.py"
             bpath.write_text(problem_source(g, built, bshare, step_ms, backward=True))
             why = _trivial_backward(bpath, built.device)
@@ -185,7 +183,7 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
         "device": str(built.device), "created": time.time(),
         "steps": {k: {"ms": round(v, 6)} for k, v in step_ms.items()},
         "problems": problems, "skipped": skipped,
-        "covered_share": round(_covered(groups.values()) / grand, 6),
+        "covered_share": round(fraction(_covered(groups.values()), grand), 6),
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
@@ -203,11 +201,6 @@ def _remove_previous(out: Path) -> None:
         return
     for f in files:
         (out / Path(f).name).unlink(missing_ok=True)
-
-
-def _dtype(built: BuiltModel) -> torch.dtype:
-    p = next(built.model.parameters(), None)
-    return p.dtype if p is not None else torch.float32
 
 
 def _group_of(call: Call, module: torch.nn.Module, root: torch.nn.Module,
@@ -283,11 +276,6 @@ def _trivial_backward(path: Path, device: torch.device) -> str:
     return ""
 
 
-def _train(workload: str) -> str:
-    """A prefill workload's name as its backward problem's (``train_b1_s128``)."""
-    return "train" + workload.removeprefix("prefill")
-
-
 def _name_groups(groups: Any, tag: str) -> None:
     taken: set[str] = set()
     for g in groups:
@@ -309,136 +297,3 @@ def _covered(groups: Any) -> float:
             continue
         total += g.ms()
     return total
-
-
-def _paths_summary(paths: list[str]) -> str:
-    pattern = sorted({re.sub(r"\.\d+(?=\.|$)", ".*", p) for p in paths})
-    return ", ".join(pattern)
-
-
-def _family(built: BuiltModel) -> str:
-    cfg = getattr(built.model, "config", None)
-    return str(getattr(cfg, "model_type", "") or Path(built.name).name)
-
-
-_FLOATS = ("float32", "float16", "bfloat16", "float64")
-
-
-def problem_source(g: Group, built: BuiltModel, share: float,
-                   step_ms: dict[str, float], backward: bool = False) -> str:
-    """The problem file of one group (KernelBench format + SOLFORGE); with ``backward``,
-    its backward problem (module docstring)."""
-    r = g.recipe
-    top, _, rest = r.qualname.partition(".")
-    dt = dtype_name(_dtype(built))
-    cpu = built.device.type == "cpu"
-    table = g.backward if backward else g.workloads
-    workloads = []
-    calls: dict[str, int] = {}
-    shares: dict[str, float] = {}
-    for name, w in table.items():
-        wname = _train(name) if backward else name
-        params: dict[str, Any] = {"inputs": w["inputs"]}
-        if backward:
-            params["grads"] = [t for t in w["outputs"] if t["dtype"] in _FLOATS]
-        workloads.append({"name": wname, "params": params, "cpu": cpu})
-        calls[wname] = w["calls"]
-        shares[wname] = round(w["ms"] / (step_ms.get(w["step"].name) or 1.0), 6)
-    first = next(iter(table.values()))
-    arg_names = [t["name"] for t in first["inputs"]]
-    grad_names = [f"grad_{t['name']}" for t in first["outputs"] if t["dtype"] in _FLOATS]
-    grad_index = [i for i, t in enumerate(first["outputs"]) if t["dtype"] in _FLOATS]
-    init_args = ", ".join(f"{k}=_config" if v == CONFIG else f"{k}={v!r}"
-                          for k, v in r.args.items())
-    extracted = {
-        "model": built.name, "kind": built.kind, "overrides": built.overrides,
-        "class": g.cls, "module_paths": g.paths, "calls": calls, "shares": shares,
-        "dtype": dt, "device": built.device.type,
-    }
-    name = f"{g.name}_bwd" if backward else g.name
-    what = "the backward of " if backward else ""
-    meta = {
-        "name": name, "category": "model", "models": [f"{built.name} ({built.kind})"],
-        "family": _family(built), "direction": "backward" if backward else "forward",
-        "shapes_from": f"solforge extract of {built.name} ({built.kind}): the module's "
-                       "calls in the steps asked",
-        # gradients are judged at their own scale (problems/precision.py: *_grad classes)
-        "precision": (GRAD_PRECISION.get(PRECISION.get(dt, "fp32"), PRECISION.get(dt, "fp32"))
-                      if backward else PRECISION.get(dt, "fp32")),
-        "description": f"{what}{r.qualname} at {_paths_summary(g.paths)} of {built.name} "
-                       f"({len(g.paths)} module(s)); {share:.1%} of the model's time in "
-                       "the extracted steps."
-                       + (" Returns the gradients of the floating inputs, then of the "
-                          "parameters in named_parameters order, given each floating "
-                          "output's gradient." if backward else ""),
-        "workloads": workloads, "distributions": ["normal", "outliers"],
-        "model_share": round(share, 6), "extracted": extracted,
-    }
-    lines = [
-        (f'"""{what}{r.qualname} of {built.name}, extracted by `solforge extract` from '
-         f'{len(g.paths)} module(s): {_paths_summary(g.paths)}."""'),
-        "", "import torch", "", "from solforge.problems import gen",
-        f"from {r.module} import {top} as _Cls",
-    ]
-    if r.config_cls:
-        lines.append(f"from {r.config_cls[0]} import {r.config_cls[1]} as _Config")
-    lines += ["", f"_Base = _Cls{'.' + rest if rest else ''}", ""]
-    if r.config is not None:
-        lines += ["# the source model's config, for the constructor",
-                  f"CONFIG = {pformat(r.config, width=96, sort_dicts=True)}", ""]
-    lines += ["# per parameter: mean and standard deviation of the source model's values",
-              f"PARAMS = {pformat(r.param_stats, width=96)}", "",
-              f"SOLFORGE = {pformat(meta, width=96, sort_dicts=False)}", "", "",
-              "class Model(_Base):",
-              f"    def __init__(self, dtype=torch.{dt}):"]
-    if r.config is not None:
-        lines.append("        _config = _Config.from_dict(CONFIG)")
-    lines += [f"        super().__init__({init_args})",
-              "        with torch.no_grad():",
-              "            for name, p in self.named_parameters():",
-              "                mean, std = PARAMS[name]",
-              "                p.normal_(mean, std) if std > 0 else p.fill_(mean)",
-              "        self.to(dtype)", ""]
-    if backward:
-        lines += [
-            f"    def forward(self, {', '.join(arg_names + grad_names)}):",
-            "        # autograd through the module itself, whatever grad mode the caller is in",
-            "        with torch.enable_grad():",
-            "            leaves = [t.detach().requires_grad_(t.is_floating_point())",
-            f"                      for t in ({', '.join(arg_names)},)]",
-            "            out = super().forward(*leaves)",
-            "            outs = (out,) if isinstance(out, torch.Tensor) else tuple(out)",
-            "            wrt = [t for t in leaves if t.requires_grad] + [",
-            "                p for _, p in self.named_parameters() if p.requires_grad]",
-            "            # an output that depends on nothing differentiable adds no gradient",
-            f"            pairs = [(outs[i], g) for i, g in zip({grad_index!r}, "
-            f"[{', '.join(grad_names)}])",
-            "                     if outs[i].requires_grad]",
-            "            grads = [None] * len(wrt) if not pairs else torch.autograd.grad(",
-            "                [o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)",
-            "        return tuple(torch.zeros_like(w) if g is None else g.detach()",
-            "                     for g, w in zip(grads, wrt))", "", "",
-            f"def get_inputs(inputs={first['inputs']!r},",
-            f"               grads={[t for t in first['outputs'] if t['dtype'] in _FLOATS]!r}):"]
-    else:
-        lines += [f"    def forward(self, {', '.join(arg_names)}):",
-                  f"        return super().forward({', '.join(arg_names)})", "", "",
-                  f"def get_inputs(inputs={first['inputs']!r}):"]
-    lines += ["    out = []",
-              "    for t in inputs:",
-              "        dtype = getattr(torch, t['dtype'])",
-              "        if dtype.is_floating_point:  # the source's mean and spread",
-              "            x = gen.randn(*t['shape'], scale=t['std'] or 1.0) + t['mean']",
-              "            out.append(x.to(dtype))",
-              "        elif dtype == torch.bool:",
-              "            out.append(torch.rand(*t['shape']) < t['p'])",
-              "        else:  # ids, positions: within the range the source model saw",
-              ("            out.append(torch.randint(t['low'], t['high'] + 1, t['shape'], "
-               "dtype=dtype))")]
-    if backward:
-        lines += ["    for t in grads:  # each floating output's gradient: signed, unit scale",
-                  "        out.append(gen.randn(*t['shape']).to(getattr(torch, t['dtype'])))"]
-    lines += ["    return out", "", "",
-              "def get_init_inputs():",
-              f"    return [torch.{dt}]", ""]
-    return "\n".join(lines)

@@ -144,6 +144,8 @@ def hf_inputs(model: nn.Module, batch: int, seq: int, g: torch.Generator,
         out["input_ids"] = ids()
         if hasattr(cfg, "vision_config"):  # CLIP-style: text and image towers
             out["pixel_values"] = pixels(cfg.vision_config)
+        if getattr(cfg, "is_encoder_decoder", False):  # T5, BART: the decoder's tokens too
+            out["decoder_input_ids"] = ids()
     elif name == "pixel_values":
         out["pixel_values"] = pixels(getattr(cfg, "vision_config", cfg))
     elif name == "input_features":  # Whisper: mel frames for the encoder, tokens decoded
@@ -210,7 +212,10 @@ def _from_config(spec: str, overrides: dict[str, Any], dtype: torch.dtype = torc
     tf = _transformers()
     try:
         cfg = tf.AutoConfig.for_model(model_type, **overrides)
-    except ValueError:
+    except ValueError as e:
+        if model_type in getattr(tf.CONFIG_MAPPING, "keys", lambda: ())():
+            # a known type whose config rejected an override's value
+            raise ModelSpecError(f"{spec}: its config rejected {overrides}: {e}") from None
         tv = _torchvision_model(spec)
         if tv is not None:
             return tv
@@ -218,6 +223,11 @@ def _from_config(spec: str, overrides: dict[str, Any], dtype: torch.dtype = torc
             f"{spec!r} is not a transformers model type, a config .json, a saved model "
             "folder, a torchvision model or module:callable; types include llama, qwen2, "
             "mixtral, gemma2, mistral, phi3, gpt2, bert, vit, whisper") from None
+    except Exception as e:  # a config attribute that cannot be set (a derived property)
+        why = f"{type(e).__name__}: {e}"
+        raise ModelSpecError(f"{spec}: its config refused the --set values {overrides}: "
+                             f"{why}; drop or rename the key it names") from None
+    overrides = {**overrides, **_token_ids_in_vocab(cfg, overrides)}
     causal = _is_causal_lm(cfg)
     auto = tf.AutoModelForCausalLM if causal else tf.AutoModel
     try:
@@ -230,6 +240,31 @@ def _from_config(spec: str, overrides: dict[str, Any], dtype: torch.dtype = torc
                              f"{type(e).__name__}: {e}") from None
     return BuiltModel(model=model, name=spec, kind="transformers", overrides=overrides,
                       causal_lm=causal)
+
+
+TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def _token_ids_in_vocab(cfg: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """A ``--set vocab_size=`` below the type's default token ids (Phi-3's pad id 32000,
+    Whisper's 50256) would fail to build ("Padding_idx must be within num_embeddings"):
+    each such id the user did not set becomes the last id of the smaller vocabulary, set on
+    ``cfg`` and returned, so the problems record it and ``validate`` rebuilds the same
+    model."""
+    vocab = overrides.get("vocab_size")
+    if not isinstance(vocab, int) or vocab < 1:
+        return {}
+    moved: dict[str, Any] = {}
+    for key in TOKEN_IDS:
+        v = getattr(cfg, key, None)
+        if key in overrides or v is None:
+            continue
+        ids = v if isinstance(v, list) else [v]
+        if all(isinstance(i, int) for i in ids) and any(i >= vocab for i in ids):
+            new = [min(i, vocab - 1) for i in ids]
+            moved[key] = new if isinstance(v, list) else new[0]
+            setattr(cfg, key, moved[key])
+    return moved
 
 
 def _from_pretrained(path: Path, overrides: dict[str, Any]) -> BuiltModel:

@@ -15,7 +15,12 @@ probability, is the same token set in both). :func:`validate` runs:
 - ``generation`` (causal LMs): ``gen_steps`` greedy tokens from the same prompt, the fraction
   of positions that agree and the first step where they part;
 - ``latency``: median prefill and decode-step wall time (synchronised on a GPU) with and
-  without the patch, the two interleaved round by round so drift of the machine hits both.
+  without the patch, the two interleaved round by round so drift of the machine hits both;
+  on a GPU also ``graphed``, the same steps replayed from CUDA graphs (device time, without
+  the host's launch cost: ``timing.graphed_latency``);
+- ``module_costs``: each patched problem's module alone, host and device microseconds per
+  call, original against patched (``timing.module_costs``), so a step that got slower says
+  whether the kernels or their launches cost it.
 
 Random-weight models give drift and latency only: their perplexity means nothing.
 :func:`check` turns thresholds (``max_kl``, ``min_top1``, ``max_ppl_ratio``) into failures.
@@ -36,6 +41,8 @@ import torch.nn.functional as F
 
 from solforge.models.apply import Patch, lowered_precision
 from solforge.models.source import BuiltModel
+from solforge.models.timing import graphed_latency, module_costs
+from solforge.models.timing import step_inputs as _inputs
 
 REPORT_SCHEMA = "solforge.validate/1"
 
@@ -87,17 +94,6 @@ def _sync(built: BuiltModel) -> None:
 def _run(built: BuiltModel, inputs: dict[str, Any]) -> Any:
     with torch.no_grad():
         return built.call(inputs)
-
-
-def _inputs(built: BuiltModel, patch: Patch, mode: str, batch: int, seq: int,
-            seed: int) -> Any:
-    """One step's inputs; a decode step's cache always comes from the original model, so
-    both sides of a comparison decode from the same cache."""
-    kept, patch.enabled = patch.enabled, False
-    try:
-        return built.inputs(mode, batch, seq, seed=seed)
-    finally:
-        patch.enabled = kept
 
 
 def step_drift(built: BuiltModel, patch: Patch, mode: str, batch: int, seq: int,
@@ -219,6 +215,10 @@ def validate(built: BuiltModel, patch: Patch, modes: list[str], batch: int, seq:
         report["generation"] = generation(built, patch, batch, seq, gen_steps)
     for mode in modes:
         report["latency"][mode] = latency(built, patch, mode, batch, seq, rounds=rounds)
+        if built.device.type == "cuda":
+            report["latency"][mode]["graphed"] = graphed_latency(built, patch, mode, batch,
+                                                                 seq, rounds=rounds)
+    report["module_costs"] = module_costs(patch)
     patch.enabled = True
     return report
 

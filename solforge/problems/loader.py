@@ -87,8 +87,13 @@ def load_problem(path: str | Path, source: str | None = None) -> Problem:
     except ProblemError:
         raise
     except BaseException as e:  # SyntaxError, ImportError, anything its top level raises
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            # a package the problem imports (KernelBench's Mamba2 files import einops)
+            hint = (f"; the problem needs the package {e.name.split('.')[0]!r}: install it "
+                    "in this environment (pip install ...)")
         raise ProblemError(f"{path}: importing the problem failed: {type(e).__name__}: {e}"
-                           ) from None
+                           f"{hint}") from None
     if source is None:
         source = "builtin" if _is_under(path, BUILTIN_DIR) else "file"
     problem = problem_from_module(module, path, source=source)

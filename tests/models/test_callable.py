@@ -62,3 +62,13 @@ def test_a_bad_model_share_names_the_file_and_field(tmp_path):
     path.write_text(text.replace("'model_share': ", "'model_share': 2 + 0 * ", 1))
     with pytest.raises(ProblemError, match=r"model_share'\] must be a fraction"):
         load_problem(path)
+
+
+def test_a_module_timed_above_its_step_gets_a_share_of_one():
+    # seen: qwen3_moe's experts at 1.013 of a CPU step (each a median of its own repeats),
+    # which made the written problem fail to load
+    from solforge.models.problem_file import fraction
+
+    assert fraction(1.013, 1.0) == 1.0
+    assert fraction(0.25, 1.0) == 0.25
+    assert fraction(0.5, 0.0) == 0.0

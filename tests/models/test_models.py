@@ -135,6 +135,16 @@ def test_validate_trained_lm_drift_perplexity_generation_latency(flow, lm, tmp_p
         flow["head"]["workloads"]["prefill_b1_s16"]["ms"]
         / flow["manifest"]["steps"]["prefill_b1_s16"]["ms"], rel=1e-3)
     assert "KL mean" in r.output and "each problem patched alone" in r.output
+    # each patched module's own cost, original against patched, per verified signature
+    (costs,) = report["module_costs"].values()
+    assert costs["path"] == "lm_head"
+    shapes = sorted(tuple(row["signature"][0][1]) for row in costs["signatures"])
+    assert shapes == [(1, 1, 64), (1, SEQ, 64)]
+    for row in costs["signatures"]:
+        for side in ("original", "patched"):
+            assert row[side]["host_us"] > 0 and row[side]["device_us"] > 0
+    assert "each patched module alone" in r.output
+    assert "graphed" not in report["latency"]["prefill"]  # CUDA graphs: on a GPU only
 
 
 def test_apply_refuses_unverified_shapes_works_compiled_and_undoes(flow):
@@ -154,9 +164,15 @@ def test_apply_refuses_unverified_shapes_works_compiled_and_undoes(flow):
         assert "input: [1, 9, 64] float32 cpu" in stats["fallback_signatures"]
         torch.testing.assert_close(model(seen).logits, ref_seen)
         assert patch.stats()["lm_head"]["patched"] == 1
+        # by keyword (the dispatcher's general path) as by position (its fast one)
+        h = torch.randn(1, SEQ, 64)
+        torch.testing.assert_close(model.lm_head(input=h), h @ model.lm_head.weight.T)
+        assert patch.stats()["lm_head"]["patched"] == 2
+        model.lm_head(h[:, :5])  # a shape never verified, by position
+        assert patch.stats()["lm_head"]["fallback"] == 2
         compiled = torch.compile(model, backend="eager")
         torch.testing.assert_close(compiled(seen).logits, ref_seen)
-        assert patch.stats()["lm_head"]["patched"] >= 2
+        assert patch.stats()["lm_head"]["patched"] >= 3
     patch.undo()
     assert "forward" not in vars(model.lm_head) and not patch.modules
     assert set(model.state_dict()) == set(build_model(str(flow["folder"])).model.state_dict())
@@ -208,6 +224,33 @@ def test_errors_say_what_to_fix(tmp_path):
     assert r.exit_code == 2 and "needs a prefill step" in r.output
     r = sf("validate", "llama", str(tmp_path), "--set", "hidden_size=64", "--layers", "1")
     assert r.exit_code == 2 and "neither a run directory" in r.output
+    # a config key that is a derived property: the config's refusal, in one line
+    r = sf("extract", "falcon", "--out", str(tmp_path), "--set", "head_dim=16")
+    assert r.exit_code == 2 and "its config refused" in r.output and "head_dim" in r.output
+    assert "Traceback" not in r.output
+    # overrides that disagree (DeepSeek-V3's rotary dim against its heads): the model's
+    # own error, where it raised, and what to check, not a traceback
+    r = sf("extract", "deepseek_v3", "--out", str(tmp_path / "ds"), "--layers", "1",
+           *(f"--set={kv}" for kv in (
+               "hidden_size=64", "intermediate_size=64", "num_attention_heads=2",
+               "num_key_value_heads=2", "vocab_size=64", "head_dim=16", "kv_lora_rank=16",
+               "q_lora_rank=16", "qk_nope_head_dim=8", "v_head_dim=8",
+               "first_k_dense_replace=1")), "--seq", "4")
+    assert r.exit_code == 2, r.output
+    assert "extract: running deepseek_v3 failed" in r.output and "modeling_deepseek_v3.py" \
+        in r.output and "agree with each other" in r.output
+
+
+def test_encoder_decoder_model_extracts_with_decoder_tokens(tmp_path):
+    """T5 (an encoder-decoder whose main input is input_ids) gets decoder tokens too."""
+    r = sf("extract", "t5", "--out", str(tmp_path), "--layers", "1", "--seq", "8",
+           *(f"--set={kv}" for kv in ("d_model=32", "d_ff=64", "num_heads=2", "d_kv=16",
+                                     "vocab_size=64", "num_decoder_layers=1")))
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "extract.json").read_text())
+    paths = {p for prob in m["problems"] for p in prob["paths"]}
+    assert any(p.startswith("decoder.") for p in paths) and any(
+        p.startswith("encoder.") for p in paths)
 
 
 def test_extract_backward_writes_gradient_problems_autograd_agrees_with(tmp_path):
@@ -243,3 +286,26 @@ def test_extract_backward_writes_gradient_problems_autograd_agrees_with(tmp_path
     w = model.weight.detach()
     torch.testing.assert_close(dx, g @ w)
     torch.testing.assert_close(dw, g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1]))
+
+
+def test_validate_skip_names_what_the_run_keeps(flow):
+    head = flow["head"]["name"]
+    r = sf("validate", str(flow["folder"]), str(flow["run"]), "--prefill", "--seq", str(SEQ),
+           "--skip", "no_such_problem")
+    assert r.exit_code == 2 and "--skip no_such_problem" in r.output
+    assert head in r.output  # what it keeps, to pick from
+    r = sf("validate", str(flow["folder"]), str(flow["run"]), "--prefill", "--seq", str(SEQ),
+           "--skip", head)
+    assert r.exit_code == 2 and "leaves no kept solution" in r.output
+
+
+def test_a_smaller_vocab_moves_the_default_token_ids_into_it():
+    """Phi-3's pad id (32000) is past a 256-token vocabulary: moved to 255 and recorded,
+    not "Padding_idx must be within num_embeddings"; an id the user set is kept as set."""
+    sizes = dict(hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                 num_key_value_heads=2, num_hidden_layers=1, vocab_size=256)
+    built = build_model("phi3", sizes)
+    assert built.model.config.pad_token_id == 255 and built.overrides["pad_token_id"] == 255
+    assert built.model.get_input_embeddings().padding_idx == 255
+    built = build_model("phi3", {**sizes, "pad_token_id": 3})
+    assert built.model.config.pad_token_id == 3

@@ -141,6 +141,7 @@ def test_a_broken_file_is_reported_and_the_others_load(tmp_path):
     assert set(errors) == {"20_LeakyReLU.py", "7_gpt2_bs32_seq256.py"}
     assert "SyntaxError" in errors["20_LeakyReLU.py"]
     assert "ModuleNotFoundError" in errors["7_gpt2_bs32_seq256.py"]
+    assert "needs the package 'transformers_not_installed'" in errors["7_gpt2_bs32_seq256.py"]
     assert all(error.startswith(str(path)) for path, error in broken)  # says which file
 
 

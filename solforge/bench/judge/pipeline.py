@@ -1,12 +1,11 @@
 """One evaluation, start to finish, on the trusted side: the order in which a verdict forms.
 
-For each selected workload: build the reference; have the runner build ``ModelNew``;
-correctness trials (fresh seeded inputs per trial, cycling the problem's input
-distributions, inputs cloned per model, the reference first, a determinism check and a
-float64 golden on the first trial); then timing in the runner on a pool of fresh inputs,
-the check of timed outputs the judge recomputes itself, the baselines (eager and
-``torch.compile`` of the reference, cached), the judge's own wall clock over a batch, and
-the speed-of-light annotation. The first failing workload decides the status.
+Load the problem and the solution; the policy's source rules; the build step where the
+language builds ahead; then each selected workload in turn, planned and admitted to the
+device (``memory_plan.py``) and judged (``workload.py``: correctness trials, the policy's
+traced call, timing). The first failing workload decides the status. An out-of-memory that
+came while other evaluations were admitted on the device makes the evaluation run again
+alone. Also here: :func:`profile`, where a candidate's time goes.
 
 Workload selection: on a CPU, the problem's ``cpu`` workloads (all workloads if it marks
 none, as a plain KernelBench file does); on a GPU, every workload, with the small ``cpu``
@@ -18,11 +17,13 @@ call after a workload's correctness trials; the kernel-name rule after its timin
 Under ``strict`` the first finding rejects (``REWARD_HACK``) without spending more time;
 under ``default`` findings are flags and the verdict rests on the results. The evaluator's
 own reference-as-solution file (``--solution reference``) is exempt: it *is* the reference.
+
+Not covered: the judge process and its requests (``process.py``), what the judge holds
+across evaluations (``state.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from typing import Any
@@ -30,16 +31,21 @@ from typing import Any
 import torch
 
 from solforge import env
-from solforge.bench.judge import admission, memory
+from solforge.bench.judge import memory
 from solforge.bench.judge.context import WorkloadContext
-from solforge.bench.judge.correctness import correctness_trials
-from solforge.bench.judge.performance import timing_checks
-from solforge.bench.judge.probes import policy_probe
+from solforge.bench.judge.memory_plan import (
+    MEMORY_WAIT,
+    _admit,
+    _charge_out_of_memory,
+    _out_of_memory,
+    _plan,
+)
 from solforge.bench.judge.reference_solution import is_reference_solution
 from solforge.bench.judge.state import Judge
+from solforge.bench.judge.workload import _admitted_workload
 from solforge.bench.measure import inputs as I
 from solforge.bench.measure.machine import device_name, library_versions
-from solforge.bench.measure.slots import clock, device_slot, not_the_candidates_time
+from solforge.bench.measure.slots import clock
 from solforge.bench.policy import rules as policy
 from solforge.bench.policy.solution import SolutionError, get_language, load_solution
 from solforge.bench.runner.handle import RunnerFailure
@@ -49,13 +55,11 @@ from solforge.records import (
     EvalOptions,
     EvaluationRecord,
     Finding,
-    MemoryPlan,
     Status,
     WorkloadResult,
 )
 
-# The phase an evaluation is in while it waits for room on the device (``admission.py``)
-MEMORY_WAIT = "memory_wait"
+__all__ = ["MEMORY_WAIT", "evaluate", "profile", "select_workloads"]
 
 
 def select_workloads(problem: Problem, opts: EvalOptions) -> list[tuple[Workload, bool]]:
@@ -105,45 +109,6 @@ def _attempt(judge: Judge, problem_path: str, solution_path: str, language: str 
                            knobs=env.verdict_knobs())
     _evaluate(judge, rec, problem_path, solution_path, language, opts, alone)
     return rec
-
-
-def _out_of_memory(rec: EvaluationRecord) -> WorkloadResult | None:
-    """The workload whose device out-of-memory decided the record, if one did."""
-    if rec.status not in (Status.RUNTIME_ERROR, Status.INVALID_REFERENCE) or not rec.workloads:
-        return None
-    last = rec.workloads[-1]
-    return last if last.status is rec.status and memory.is_out_of_memory(last.message) \
-        else None
-
-
-def _charge_out_of_memory(rec: EvaluationRecord, res: WorkloadResult, judge: Judge) -> None:
-    """An out-of-memory on the device alone, with its figures. The candidate's own (its
-    runner failed) is ``RUNTIME_ERROR``; the judge's (the reference, its inputs) is the
-    reference's (``INVALID_REFERENCE``), unless the reference's workload fits the device
-    by its size and the candidate's process held more than the rest of it."""
-    plan = res.memory
-    cap = judge.ledger.capacity
-    need = plan.measured_mb or plan.estimate_mb if plan else None
-    figures = (f"the workload's footprint is about {need:.0f} MiB with "
-               f"{plan.input_sets} timing input set(s)" if plan and need else
-               "the workload's footprint could not be estimated")
-    figures += f"; the device offers {cap:.0f} MiB" if cap else ""
-    runner = plan.runner_peak_mb if plan else None
-    figures += f"; the candidate's process peaked at {runner:.0f} MiB" if runner else ""
-    where = "alone on the device" if plan is None or plan.alone or plan.neighbours == 0 \
-        else "beside other evaluations"
-    crowded = bool(cap and need and runner and need <= cap and runner > cap - need)
-    if rec.status is Status.INVALID_REFERENCE and crowded:
-        rec.status = Status.RUNTIME_ERROR
-        msg = (f"out of memory {where} while the judge ran the reference: {figures}; the "
-               "reference's workload fits the device, and the candidate's memory left it "
-               "no room")
-    elif rec.status is Status.INVALID_REFERENCE:
-        msg = f"out of memory {where}: {figures}. The reference's workload does not fit"
-    else:
-        msg = f"out of memory {where}: {figures}"
-    res.status = rec.status
-    rec.message = f"{msg}.\n{rec.message}"[:8000]
 
 
 def _fail(rec: EvaluationRecord, status: Status | str, message: str) -> None:
@@ -239,150 +204,11 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
         runner.close()
 
 
-def _plan(judge: Judge, module: Any, w: Workload, alone: bool) -> MemoryPlan:
-    """The workload's estimated footprint and input sets, before any of it is built."""
-    try:
-        sizes = admission.estimate(module, w.params, I.init_args(module, w.params))
-    except Exception:  # noqa: BLE001 - a constructor argument that fails shows up later
-        sizes = admission.Sizes()
-    sets = admission.input_sets(sizes, judge.ledger.capacity)
-    return MemoryPlan(estimate_mb=round(admission.footprint(sizes, sets), 1),
-                      input_sets=sets, alone=alone, inputs_mb=_r(sizes.inputs_mb),
-                      weights_mb=_r(sizes.weights_mb))
-
-
-def _r(x: float | None) -> float | None:
-    return round(x, 1) if x is not None else None
-
-
-def _admit(judge: Judge, plan: MemoryPlan, w: Workload) -> admission.Ticket:
-    """Wait (not the candidate's time) until the workload fits beside the others."""
-    def waiting(now: bool) -> None:
-        if now:
-            judge._send_phase(MEMORY_WAIT, {"workload": w.name})
-        elif judge.current is not None:
-            judge._send_phase(*judge.current)
-
-    with not_the_candidates_time():
-        ticket = judge.ledger.admit(plan.estimate_mb or 0.0, plan.alone, waiting)
-    plan.waited_s = round(ticket.waited_s, 3)
-    judge.memory.workload_peak(reset=True)
-    return ticket
-
-
-def _admitted_workload(ctx: WorkloadContext, solution_path: Any) -> WorkloadResult:
-    """:func:`_workload` with its memory plan; a device out-of-memory of the judge's own
-    work (its inputs, pool, baselines) becomes the workload's result, not an error of
-    the evaluator."""
-    w, plan, runner = ctx.workload, ctx.plan, ctx.runner
-    try:
-        res = _workload(ctx, solution_path)
-    except torch.OutOfMemoryError as e:
-        res = WorkloadResult(name=w.name, visible=w.visible, params=w.params_json())
-        _set(res, Status.INVALID_REFERENCE, f"the judge's own work for this workload "
-             f"(the reference, its inputs, the baselines) ran out of device memory: "
-             f"{type(e).__name__}: {str(e)[:1500]}")
-    res.memory = plan
-    plan.runner_peak_mb = round(runner.peak_mb, 1) if runner.peak_mb else None
-    ctx.judge.ledger.neighbours(ctx.ticket)
-    return res
-
-
-def _measured(ctx: WorkloadContext) -> None:
-    """Size the workload again from the first trials' real peaks (judge and runner), plus
-    the timing phase's extra input sets, and update its ticket."""
-    judge, plan, runner = ctx.judge, ctx.plan, ctx.runner
-    jp = judge.memory.workload_peak()
-    if jp is None:
-        return
-    x = plan.inputs_mb if plan.inputs_mb is not None else max(0.0, jp / 4)
-    sets = plan.input_sets or 1
-    extra = 2 * sets * x + min(admission.HOLD_MB, 8 * x) + min(admission.RETAIN_MB, 4 * x) \
-        + min(admission.BATCH_MB, 8 * x)
-    plan.measured_mb = round(jp + (runner.peak_mb or 0.0) + extra, 1)
-    judge.ledger.resize(ctx.ticket, max(plan.estimate_mb or 0.0, plan.measured_mb))
-
-
 def _record_findings(rec: EvaluationRecord, found: list[Finding]) -> None:
     rec.findings += found
     for f in found:
         if f.flag not in rec.flags:
             rec.flags.append(f.flag)
-
-
-def _workload(ctx: WorkloadContext, solution_path: Any) -> WorkloadResult:
-    """One workload: correctness, the policy's traced call, timing (see module doc)."""
-    judge, problem, w, runner, opts, res = (ctx.judge, ctx.problem, ctx.workload, ctx.runner,
-                                            ctx.opts, ctx.res)
-    lang, deadline, device = ctx.lang, ctx.deadline, ctx.device
-    eval_mode = not problem.train_mode and not problem.kernelbench_plain
-    judge.phase("reference", workload=w.name)
-    try:
-        ctx.ref = I.build_model(ctx.module.Model, I.init_args(ctx.module, w.params), device,
-                                eval_mode)
-    except Exception as e:
-        return _set(res, Status.INVALID_REFERENCE, f"building the reference failed: "
-                    f"{type(e).__name__}: {e}")
-    try:
-        if not runner.ready:  # a spare still starting: its wait is not the candidate's
-            judge.phase("runner_start", workload=w.name)
-            runner.wait_ready(deadline)
-        judge.phase("candidate", workload=w.name)
-        runner.ask({"op": "load", "problem": str(problem.path), "solution": str(solution_path),
-                    "params": dict(w.params), "eval_mode": eval_mode,
-                    "cpu_threads": opts.cpu_threads}, deadline)
-    except RunnerFailure as e:
-        if e.flag:
-            res.flags.append(e.flag)
-        return _set(res, e.status, e.message)
-    # On a GPU the trials and the traced call hold the device's slot too: their kernels
-    # would time-slice with a kernel another evaluator is measuring on the same device
-    gpu = device_slot(opts.device) if device.type == "cuda" else contextlib.nullcontext()
-    with gpu:
-        status = correctness_trials(ctx)
-        _measured(ctx)
-        if status is not None:
-            return res
-        if lang is not None:
-            judge.phase("policy", workload=w.name)
-            dynamic, failure = policy_probe(ctx, lang.own_kernels)
-            if failure is not None:
-                if failure.flag:
-                    res.flags.append(failure.flag)
-                return _set(res, failure.status, failure.message)
-            if _policy_verdict(res, dynamic, opts, ctx.found):
-                return res
-    if not ctx.timed or not opts.timing:
-        return res
-    timing_checks(ctx)
-    if lang is not None and lang.own_kernels and opts.device != "cpu" \
-            and res.status is Status.PASSED:
-        f = policy.kernel_finding(res.kernels, lang.name, w.name)
-        _policy_verdict(res, [f] if f else [], opts, ctx.found)
-    return res
-
-
-def _policy_verdict(res: WorkloadResult, dynamic: list[Finding], opts: EvalOptions,
-                    found: list[Finding]) -> bool:
-    """Record dynamic findings on the workload; True when the policy rejects them."""
-    found += dynamic
-    for f in dynamic:
-        if f.flag not in res.flags:
-            res.flags.append(f.flag)
-    verdict = policy.rejects(opts.policy, dynamic)
-    if verdict:
-        _set(res, *verdict)
-        return True
-    return False
-
-
-def _set(res: WorkloadResult, status: Status | str, message: str) -> WorkloadResult:
-    res.status = Status(status)
-    res.message = message.strip()[:6000]
-    res.correct = False
-    return res
-
-
 
 
 def profile(judge: Judge, problem_path: str, solution_path: str, language: str | None,

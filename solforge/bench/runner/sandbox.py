@@ -1,11 +1,15 @@
-"""Containment for candidate code: how a runner process is started, limited and killed.
+"""Containment for candidate code: how a runner process is started, watched and killed.
+
+:class:`RunnerProcess` starts one with all of the list below; :func:`capabilities` and
+:func:`containment_note` say what of it holds here. The steps themselves are
+``confinement.py``'s (limits, namespaces, privileges) and ``environment.py``'s.
 
 What a runner gets (each applied where the OS allows it; :func:`capabilities` reports
 what actually holds on this machine, and evaluation records carry it):
 
 - a new session and process group, a private working directory as cwd, HOME and TMPDIR;
-- an environment rebuilt from an allowlist: API keys, tokens, cloud credentials and every
-  variable not needed to run Python, CUDA and Triton are gone;
+- an environment rebuilt from an allowlist (``bench/runner/environment.py``): no API
+  keys, tokens or cloud credentials;
 - resource limits: CPU seconds, file size, open files, core dumps off; address space on a
   CPU-only run (CUDA reserves huge virtual ranges, so on a GPU the judge watches resident
   memory instead and kills the runner over its limit);
@@ -23,10 +27,9 @@ what actually holds on this machine, and evaluation records carry it):
   that keeps uid 0 loses every capability (bounding, inheritable and ambient sets), and
   the judge makes itself non-dumpable, so the runner can neither read nor write the
   judge's memory (``/proc/<judge>/mem``, ptrace: where the reference's outputs live) nor
-  read its environment (nor the caller's, which keeps its capabilities). It still owns
-  what root owns (caches, its working directory) but no longer overrides other users'
-  permissions: a cache directory owned by another user is read-only to it. GPU runs are not hardened by default until CUDA IPC is verified
-  under it on the target machine;
+  read its environment (nor the caller's, which keeps its capabilities; what such a
+  runner still may: ``bench/runner/confinement.py``). GPU runs are not hardened by default
+  until CUDA IPC is verified under it on the target machine;
 - a filesystem view (``bench/runner/fsview.py``): every mount read-only in its own mount
   namespace except its working directory (with its temporary directory and its build
   caches, kept per candidate by ``bench/runner/caches.py``), its own ``/dev/shm`` on a CPU
@@ -46,7 +49,6 @@ channel, the timeout, the watchdogs and the kill.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import shutil
@@ -54,123 +56,29 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import solforge
 from solforge import env
-from solforge.bench.measure.slots import slots_dir
 from solforge.bench.runner import caches, cgroups, fsview
 from solforge.bench.runner.channel import Channel, socket_pair
+from solforge.bench.runner.confinement import (
+    _CLONE_NEWNET,
+    _PR_SET_NO_NEW_PRIVS,
+    SandboxConfig,
+    _drop_capabilities,
+    _drop_to_nobody,
+    _libc,
+    become_subreaper,
+    can_drop_privileges,
+    enter_sandbox,
+    fs_view_for,
+    hardened,
+    protect_judge,
+    set_limits,
+)
+from solforge.bench.runner.environment import QUIET_THREADS, judge_env, runner_env
 from solforge.bench.runner.output_tail import OutputTail
 from solforge.bench.runner.proctree import MANAGED, descendants, kill_tree
-
-# Variables a runner may inherit; everything else (keys, tokens, credentials) is dropped.
-_ENV_ALLOW = (
-    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
-    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_MODULE_LOADING",
-    "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV",
-    "TORCH_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
-    "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", env.CACHE, env.CUDA_ARCH,
-    "CUTE_DSL_ARCH", "CUTE_DSL_CACHE_DIR",
-)
-# Variables the judge never inherits from its caller (an agent holding API keys): a
-# runner could read the judge's environment through /proc where it is not hardened.
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
-                 "COOKIE", "SESSION", "PRIVATE")
-_CLONE_NEWNET = 0x40000000
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_CLEAR_ALL = 4
-
-
-@dataclass
-class SandboxConfig:
-    """Limits for one runner process."""
-
-    memory_mb: int = 16384          # resident memory (host); None-like 0 = unlimited
-    cpu_seconds: int = 3600         # CPU time of the runner (its threads summed)
-    file_mb: int = 2048             # largest file it may write (compile caches included)
-    open_files: int = 4096
-    isolate_network: bool = True
-    drop_privileges: bool | None = None   # None: when root and the device is the CPU
-    max_processes: int = 256        # descendants before the watchdog kills (fork bombs)
-    max_tasks: int = 2048           # pids cgroup limit: processes and threads, all counted
-    output_mb: int = 64             # stdout+stderr before the watchdog kills (floods)
-    fs_view: bool | None = None     # None: the read-only view where the machine allows it
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-def become_subreaper() -> bool:
-    """Make this process adopt its orphaned descendants (Linux), so it can kill them all."""
-    libc = _libc()
-    if libc is None or not sys.platform.startswith("linux"):
-        return False
-    return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-
-
-def _unshare_network() -> bool:
-    libc = _libc()
-    if libc is None:
-        return False
-    return libc.unshare(_CLONE_NEWNET) == 0
-
-
-def hardened(device: str) -> bool:
-    """Whether runs on ``device`` get the capability drop and a non-dumpable judge."""
-    return device == "cpu" or env.harden_gpu()
-
-
-def protect_judge(device: str) -> bool:
-    """Make this (judge) process non-dumpable, so a runner without CAP_SYS_PTRACE cannot
-    read or write its memory or environment through /proc; only on hardened runs."""
-    libc = _libc()
-    if libc is None or not hardened(device):
-        return False
-    return libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-
-
-def judge_env(env: dict[str, str]) -> dict[str, str]:
-    """The caller's environment minus anything that looks like a secret."""
-    return {k: v for k, v in env.items()
-            if not any(w in k.upper() for w in _SECRET_WORDS)}
-
-
-def _drop_capabilities(libc: ctypes.CDLL) -> None:
-    """Give up every capability for good (still uid 0, but no ptrace, no DAC override,
-    no admin): ambient cleared, bounding set emptied, then all three sets zeroed."""
-    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    try:
-        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
-    except (OSError, ValueError):
-        last = 40
-    for cap in range(last + 1):
-        if cap != 8:  # CAP_SETPCAP last: dropping the others needs it
-            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    libc.prctl(_PR_CAPBSET_DROP, 8, 0, 0, 0)
-
-    class _Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class _Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
-
-    header = _Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_Data * 2)()
-    libc.capset(ctypes.byref(header), data)
 
 
 def capabilities() -> dict[str, bool]:
@@ -190,80 +98,6 @@ def capabilities() -> dict[str, bool]:
             "subreaper": sys.platform.startswith("linux"), "fs_view": not fsview.available()}
 
 
-# Idle OpenMP threads spin for a while after each parallel region and steal the cores a
-# runner is being timed on (benchmarks/results/FINDINGS.md, "OpenMP"): every solforge
-# process waits passively instead.
-QUIET_THREADS = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
-
-_DROP_OK: bool | None = None
-
-
-def _drop_to_nobody() -> None:
-    os.setgroups([])
-    os.setgid(65534)
-    os.setuid(65534)
-
-
-def can_drop_privileges() -> bool:
-    """Whether a process running as ``nobody`` can still run Python, torch and solforge
-    here (not when Python lives under root's private home, for example). Probed once."""
-    global _DROP_OK
-    if _DROP_OK is None:
-        _DROP_OK = False
-        if os.geteuid() == 0:
-            env = runner_env("cpu", Path(tempfile.gettempdir()), {})
-            try:
-                r = subprocess.run([sys.executable, "-c", "import torch, solforge.bench.runner.process"],
-                                   env=env, cwd="/", preexec_fn=_drop_to_nobody,
-                                   capture_output=True, timeout=120)
-                _DROP_OK = r.returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                _DROP_OK = False
-    return _DROP_OK
-
-
-def runner_env(device: str, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    """A contained child's environment: the allowlist, HOME and TMPDIR in ``workdir``, and
-    every build cache under ``workdir/cache`` (its own: ``caches.py``)."""
-    cache = workdir / "cache"
-    out = {k: v for k, v in os.environ.items() if k in _ENV_ALLOW}
-    out.update({
-        "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"), "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
-        # the candidate's own compile caches (caches.py), inside its writable directory
-        "TRITON_CACHE_DIR": str(cache / "triton"),
-        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
-        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-        "CUTE_DSL_CACHE_DIR": str(cache / "cute_dsl"),
-        env.CACHE: str(cache),
-        # Triton's autotuner keeps its choice per (kernel source, config list, key) on disk:
-        # every fresh runner re-tuned the same kernels on every workload otherwise. A choice
-        # only decides speed, which is measured anyway; correctness is checked on any.
-        "TRITON_CACHE_AUTOTUNING": "1",
-    })
-    out.update(QUIET_THREADS)
-    out[env.SLOTS] = str(slots_dir())  # the judge's: the runner's TMPDIR is private
-    # the package must stay importable from the private working directory
-    src_root = str(Path(solforge.__file__).resolve().parents[1])
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, out.get("PYTHONPATH", "")) if p)
-    if device == "cpu":
-        out["CUDA_VISIBLE_DEVICES"] = ""
-        out["TRITON_INTERPRET"] = "1"
-    out.update(extra)
-    return out
-
-
-def fs_view_for(cfg: SandboxConfig, device: str, own: list[Path]) -> fsview.View | None:
-    """The filesystem view a contained child gets (``own``: its directories), or None where
-    it gets none (``cfg.fs_view`` False, ``SOLFORGE_FS_VIEW=0``, or the machine cannot)."""
-    wanted = cfg.fs_view if cfg.fs_view is not None else env.fs_view()
-    if not wanted or fsview.available():
-        return None
-    return fsview.View(writable=tuple(str(p.resolve()) for p in own),
-                       private_shm=not device.startswith("cuda"),
-                       shared=(str(slots_dir().resolve()),))
-
-
 def containment_note(device: str, cfg: SandboxConfig | None = None) -> str:
     """What runners on ``device`` will not get of their filesystem view, as a line for
     the console ('' when they get all of it); each runner's is checked when it starts
@@ -280,37 +114,6 @@ def containment_note(device: str, cfg: SandboxConfig | None = None) -> str:
         return (f"read-only filesystem view, but {device} runners keep their capabilities "
                 f"and could undo it ({env.HARDEN_GPU}=1 hardens them)")
     return ""
-
-
-def set_limits(cfg: SandboxConfig, device: str, view: fsview.View | None = None) -> None:
-    """A contained child's limits, between fork and exec: it dies with its parent, dumps no
-    core, and is bounded in CPU seconds, file size, open files and (on a CPU device) address
-    space; its network namespace is a new, empty one where ``cfg.isolate_network`` and the
-    kernel allow; with ``view``, its filesystem is read-only but for the view's
-    directories (``fsview.py``; a refusal leaves it without, which the judge's check of
-    the child's mounts reports). The runner and the LLM worker's shell tool
-    (``agents/shell.py``) share it."""
-    libc = _libc()
-    if libc is not None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if cfg.cpu_seconds:
-        resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
-    if cfg.file_mb:
-        lim = cfg.file_mb << 20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files, cfg.open_files))
-    if device == "cpu" and cfg.memory_mb:
-        # virtual memory is a fair proxy for host memory without CUDA's reservations
-        lim = (cfg.memory_mb + 4096) << 20
-        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    if cfg.isolate_network:
-        _unshare_network()
-    if view is not None:
-        try:
-            fsview.enter(view)
-        except OSError:
-            pass
 
 
 class RunnerProcess:
@@ -453,27 +256,22 @@ class RunnerProcess:
         return f"exited with code {rc}"
 
 
-def enter_sandbox(device: str = "cpu") -> None:
-    """Runner-side steps after exec, before any candidate code: a private umask, and on
-    hardened runs a non-dumpable runner (exec made it dumpable again), so another
-    candidate's runner of the same uid cannot reach its memory, nor its files through
-    ``/proc/<runner>/root`` and ``cwd``, whatever its filesystem view."""
-    os.umask(0o077)
-    libc = _libc()
-    if libc is not None and hardened(device):
-        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
 __all__ = [
+    "QUIET_THREADS",
     "Channel",
     "RunnerProcess",
     "SandboxConfig",
     "become_subreaper",
+    "can_drop_privileges",
     "capabilities",
     "containment_note",
     "descendants",
+    "enter_sandbox",
+    "fs_view_for",
     "hardened",
     "judge_env",
     "kill_tree",
     "protect_judge",
+    "runner_env",
+    "set_limits",
 ]
