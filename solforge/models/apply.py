@@ -179,16 +179,14 @@ class _Dispatch:
         # exactly those by position leaves every other parameter at its default
         self.positional = self.names[:self.n_tensors] == self.tensor_names
         self.on_cuda = kept.device_type == "cuda"
-        # the solution's forward itself: the live module's call already ran its hooks, and
-        # a second ``nn.Module.__call__`` was half the dispatch's cost on a CPU (a solution
-        # module with hooks of its own is called through them)
+        # the solution's forward itself (module docstring); through its hooks if it has any
         self.run = new if _has_hooks(new) else new.forward
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.patch.enabled and self.patch.active.get(self.path, True):
             # the common call, the captured tensors alone and by position, checked without
             # building a dict (this runs once per module per step: its cost is the
-            # patched model's, measured by benchmarks/gpu/apply_overhead.py)
+            # patched model's, measured by benchmarks/apply_dispatch.py)
             if not kwargs and len(args) == self.n_tensors and self.positional:
                 key = self._fast_key(args)
                 if key is not None and key in self.allowed:

@@ -213,7 +213,7 @@ def _from_config(spec: str, overrides: dict[str, Any], dtype: torch.dtype = torc
     try:
         cfg = tf.AutoConfig.for_model(model_type, **overrides)
     except ValueError as e:
-        if model_type in getattr(tf.CONFIG_MAPPING, "keys", lambda: ())():
+        if model_type in tf.CONFIG_MAPPING:
             # a known type whose config rejected an override's value
             raise ModelSpecError(f"{spec}: its config rejected {overrides}: {e}") from None
         tv = _torchvision_model(spec)
