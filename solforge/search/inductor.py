@@ -15,7 +15,21 @@ candidate                       options                                     appl
 ``inductor:autotune_templates`` ``max_autotune`` with the GEMM/conv         GPU: problems with a
                                 template backends (``ATEN,TRITON``) and     matmul or conv
                                 coordinate descent, no CUDA graphs
+``inductor:reference_layout``   ``layout_optimization`` off: the            GPU: problems with
+                                convolutions keep the reference's memory    a convolution
+                                format, so cuDNN picks the algorithm it
+                                picks in eager (the same rounding), while
+                                the norms, activations and residual adds
+                                around them still fuse
 ==============================  ==========================================  ==================
+
+Why ``inductor:reference_layout``: on a GPU Inductor turns convolutions channels-last by
+default, and cuDNN then runs another algorithm. Under PyTorch's default TF32 for cuDNN
+convolutions two algorithms round differently, far past an fp32 tolerance of 1e-4
+(KernelBench's ResNet basic block on the H200: 36.5% of elements out, session 14), so the
+plain compile candidate fails where the fusion around the convolutions would still pay.
+What it does not promise: that cuDNN's heuristic choice is the same when the compiled
+graph hands it other strides (non-contiguous inputs); the evaluator decides.
 
 Each candidate's options are only those the installed TorchInductor knows
 (``torch._inductor.config``): an option a version lacks drops its candidate rather than
@@ -35,11 +49,11 @@ from typing import Any
 
 from solforge.search.candidates import SearchContext
 from solforge.search.families import Wrap, make_candidate
-from solforge.search.reference_facts import has_matmul
+from solforge.search.reference_facts import conv_kinds, has_matmul
 
 # after the library rewrites (2 s): a BLAS switch rarely beats a rewrite; before compiles
 COST_TUNED = {"blas": 5.0, "coordinate_descent": 90.0, "freezing": 45.0,
-              "autotune_templates": 300.0}
+              "autotune_templates": 300.0, "reference_layout": 40.0}
 
 
 def _known(options: dict[str, Any]) -> bool:
@@ -114,4 +128,21 @@ def inductor_family(ctx: SearchContext):
                 reasoning="A Triton template can fuse the bias, activation and scaling after "
                           "a GEMM or convolution into its epilogue, which a library call "
                           "cannot; timing decides per shape.")
-
+    if ctx.gpu and conv_kinds(ctx):
+    # (Inductor optimises layouts for CUDA convolutions only: on a CPU this is plain compile)
+        opts = {"layout_optimization": False}
+        if _known(opts):
+            yield make_candidate(
+                # no parent: it is the answer when plain compile fails on the numerics,
+                # and a candidate whose parent failed is skipped
+                ctx, name="inductor:reference_layout", family="inductor",
+                summary="compiled with the convolutions in the reference's memory format",
+                details=details + ["layout_optimization off: no channels-last conversion,",
+                                   "so cuDNN runs the algorithm eager runs (same rounding)",
+                                   "while the ops around the convolutions still fuse."],
+                levers=["compile", "inductor_tuning"], cost=COST_TUNED["reference_layout"],
+                wrap=Wrap(compile_options=tuple(opts.items())),
+                reasoning="Inductor's channels-last layout makes cuDNN pick another "
+                          "convolution algorithm, whose TF32 rounding can fail an fp32 "
+                          "tolerance; keeping the reference's layout keeps its numerics "
+                          "and still fuses the norms and activations around it.")

@@ -153,6 +153,18 @@ def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     norm = [c.name for c in inductor_family(search_context(find_builtin("rmsnorm_llama3"),
                                                            "cuda"))]
     assert norm == ["inductor:coordinate_descent"]  # no GEMM: no BLAS choice either
+    # a convolution's compile may keep the reference's layout (cuDNN's eager algorithm);
+    # a CPU, where Inductor leaves layouts alone, gets no such duplicate of plain compile
+    conv = {c.name: c for c in inductor_family(search_context(
+        find_builtin("conv_groupnorm_silu_sd_unet"), "cuda"))}
+    (line,) = [x for x in conv["inductor:reference_layout"].source.splitlines()
+               if "@torch.compile(options=" in x]
+    assert "'layout_optimization': False" in line
+    # not a child of plain compile: it is what is left when compile fails the tolerance
+    assert conv["inductor:reference_layout"].parent is None
+    assert "inductor:reference_layout" not in names  # swiglu: no convolution
+    assert "inductor:reference_layout" not in {c.name for c in inductor_family(
+        search_context(find_builtin("conv_groupnorm_silu_sd_unet"), "cpu"))}
 
 
 def test_kernelbench_log_softmax_gets_the_library_kernel_and_passes(ev, tmp_path):
