@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from solforge.cli.console import fmt, make_console
+from solforge.models import MIN_SPEEDUP
 
 console = make_console()
 
@@ -138,6 +139,11 @@ def register(app: typer.Typer) -> None:
                                       "model; its own arguments follow it"),
         report: Path = typer.Option(None, help="write the patched modules' call counts "
                                     "(JSON) here"),
+        min_speedup: float = typer.Option(MIN_SPEEDUP, "--min-speedup", min=0,
+                                          help="swap a kept solution in only for the "
+                                          "shapes its record measured at least this many "
+                                          "times as fast as the original module (0: every "
+                                          "verified shape)"),
     ) -> None:
         """Run SCRIPT with the kept solutions of SOURCE swapped into each model it calls,
         for the shapes and dtypes each was verified on (other calls fall back to the
@@ -148,7 +154,7 @@ def register(app: typer.Typer) -> None:
         if not script.is_file():
             _fail(f"{script}: no such script")
         try:
-            result = run_script(source, script, list(ctx.args))
+            result = run_script(source, script, list(ctx.args), min_speedup=min_speedup)
         except ApplyError as e:
             _fail(str(e))
         data = result.report()
@@ -194,6 +200,11 @@ def register(app: typer.Typer) -> None:
         skip: list[str] = typer.Option(None, "--skip", help="a problem whose kept solution "
                                        "stays out of the model (repeatable): one whose "
                                        "module a report showed slower in the model"),
+        min_speedup: float = typer.Option(MIN_SPEEDUP, "--min-speedup", min=0,
+                                          help="swap a kept solution in only for the "
+                                          "shapes its record measured at least this many "
+                                          "times as fast as the original module (0: every "
+                                          "verified shape)"),
     ) -> None:
         """Compare the original model with the patched one on the same inputs: logits
         drift (max/mean abs diff, KL mean and 99.9th percentile, top-1, same-top-p), the
@@ -219,11 +230,12 @@ def register(app: typer.Typer) -> None:
         kept = [k for k in kept if k.problem not in set(skip or [])]
         if not kept:
             _fail("--skip leaves no kept solution to apply")
-        patch = solforge.apply(built.model, kept)
+        patch = solforge.apply(built.model, kept, min_speedup=min_speedup)
         if not patch.modules:
             _fail(f"no module of {model} was patched from {source} ("
                   f"{len(patch.refused)} refused: {list(patch.refused.items())[:3]}); build "
-                  "the model with the --set values extract was given")
+                  "the model with the --set values extract was given, or lower "
+                  "--min-speedup")
         try:
             toks = read_tokens(tokens, built.vocab_size) if tokens else None
             report = validate(built, patch, _modes(prefill, decode), batch, seq, tokens=toks,
@@ -232,11 +244,15 @@ def register(app: typer.Typer) -> None:
             _fail(str(e))
         except Exception as e:
             _fail(_model_failed(model, e, "validate"))
+        report["refused"] = dict(patch.refused)
+        report["min_speedup"] = min_speedup
         bad = check(report, max_kl=max_kl, min_top1=min_top1, max_ppl_ratio=max_ppl_ratio)
         report["failed"] = bad
         if as_json:
             as_json.write_text(json.dumps(report, indent=1))
         _print_report(report)
+        for what, why in patch.refused.items():
+            console.print(f"[yellow]not patched[/yellow] {escape(what)}: {escape(why)}")
         for b in bad:
             console.print(f"[red]FAIL[/red] {escape(b)}")
         if bad:

@@ -5,7 +5,14 @@ A kept solution is a problem's best passing verdict in a run directory (``ledger
 or an export (``solforge export``: ``solutions/``, ``records/``, ``problems/``), for a
 problem ``solforge extract`` wrote (its ``SOLFORGE['extracted']`` names the module paths).
 Its verified signatures are the input shapes and dtypes of the workloads its record passed,
-on the record's device type. For each module path the live model has, with the class the
+on the record's device type; of those, :func:`apply` swaps in only the ones whose record
+measured the solution at least ``min_speedup`` times as fast as the original module (its
+eager time over the solution's time; ``MIN_SPEEDUP`` by default). A kept solution that is
+the reference itself, or that wins by less than measurement noise, would only add the
+dispatch's host time to every call (session 18 on an H100: a kept MLP at 1.01x of eager
+cost 45 us more per call in the model, and a kept "reference unchanged" MoE block 3.4x
+the original's time); a signature whose record has no timing is not swapped in either,
+unless ``min_speedup`` is 0. For each module path the live model has, with the class the
 problem names, :func:`apply` builds the solution's ``ModelNew`` and gives it the live
 module's parameters and buffers by name (the same tensors, no copy: a solution with a
 persistent tensor the live module lacks, a fused weight say, is refused, since it would
@@ -45,6 +52,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from solforge.models import MIN_SPEEDUP
 from solforge.problems.loader import import_file
 from solforge.problems.spec import ProblemError
 
@@ -63,6 +71,9 @@ class Kept:
     record: dict[str, Any]
     extracted: dict[str, Any]
     signatures: set[tuple] = field(default_factory=set)
+    # per verified signature: eager time over the solution's (the slowest of its workloads),
+    # None where the record timed neither
+    gains: dict[tuple, float | None] = field(default_factory=dict)
     device_type: str = "cpu"
     precision: str = "fp32"            # the problem's precision class
     precision_levers: list[str] = field(default_factory=list)
@@ -83,13 +94,22 @@ def _kept(problem: str, problem_path: Path, solution_path: Path, record: dict[st
     extracted = (getattr(module, "SOLFORGE", {}) or {}).get("extracted")
     if not extracted:
         return None  # not a problem `solforge extract` wrote: nothing in a model to swap
-    sigs = {_signature_of(w["params"]["inputs"]) for w in record.get("workloads", [])
-            if w.get("correct") and "inputs" in (w.get("params") or {})}
+    gains: dict[tuple, float | None] = {}
+    for w in record.get("workloads", []):
+        if not (w.get("correct") and "inputs" in (w.get("params") or {})):
+            continue
+        sig = _signature_of(w["params"]["inputs"])
+        t, e = w.get("time_ms"), w.get("eager_ms")
+        g = e / t if t and e else None
+        old = gains.get(sig, g)
+        gains[sig] = None if g is None or old is None else min(g, old)
+    sigs = set(gains)
     # "cuda:0", "cpu (x86_64)", "NVIDIA H200": the device type is what a tensor reports
     name = str(record.get("device", "cpu")).lower()
     device = "cpu" if name.startswith("cpu") else "cuda"
     return Kept(problem=problem, problem_path=problem_path, solution_path=solution_path,
-                record=record, extracted=extracted, signatures=sigs, device_type=device,
+                record=record, extracted=extracted, signatures=sigs, gains=gains,
+                device_type=device,
                 precision=str(module.SOLFORGE.get("precision", "fp32")),
                 precision_levers=[x for x in levers if x in PRECISION_LEVERS])
 
@@ -163,16 +183,18 @@ class _Dispatch:
     """The forward a patched module gets: the solution for verified signatures."""
 
     def __init__(self, patch: Patch, path: str, live: nn.Module, new: nn.Module,
-                 kept: Kept) -> None:
+                 kept: Kept, signatures: set[tuple] | None = None) -> None:
         self.patch, self.path, self.new, self.kept = patch, path, new, kept
+        # the verified signatures fast enough to swap in (None: all the verified ones)
+        self.signatures = kept.signatures if signatures is None else signatures
         self.original = live.forward
         sig = inspect.signature(type(live).forward)
         self.names = [n for n in list(sig.parameters)[1:]]
         self.defaults = {n: p.default for n, p in sig.parameters.items()}
-        first = next(iter(kept.signatures), ())
+        first = next(iter(self.signatures), ())
         self.tensor_names = [n for n, _, _ in first]
         self.allowed = {tuple((shape, getattr(torch, dt)) for _, shape, dt in s)
-                        for s in kept.signatures}
+                        for s in self.signatures}
         self.stats = ModuleStats(problem=kept.problem)
         self.n_tensors = len(self.tensor_names)
         # the captured tensors are the forward's first parameters, in order: a call of
@@ -317,15 +339,40 @@ def _build(kept: Kept, live: nn.Module) -> nn.Module:
     return new.eval()
 
 
-def apply(model: nn.Module, source: str | Path | list[Kept]) -> Patch:
+def fast_signatures(k: Kept, min_speedup: float) -> set[tuple]:
+    """The verified signatures of ``k`` measured at least ``min_speedup`` times as fast
+    as the original (all of them when ``min_speedup`` is 0 or less)."""
+    if min_speedup <= 0:
+        return set(k.signatures)
+    return {s for s in k.signatures if (k.gains.get(s) or 0.0) >= min_speedup}
+
+
+def _not_fast(k: Kept, min_speedup: float) -> str:
+    shown = ", ".join(
+        f"{'x'.join(map(str, sig[0][1])) if sig else '-'}: "
+        + ("untimed" if g is None else f"{g:.3g}x") for sig, g in sorted(
+            k.gains.items(), key=lambda kv: str(kv[0])))
+    return (f"not faster than the original where it was verified (eager time over its "
+            f"time: {shown}; min_speedup {min_speedup:g}): swapped in, it would only add "
+            "the dispatch's cost")
+
+
+def apply(model: nn.Module, source: str | Path | list[Kept],
+          min_speedup: float = MIN_SPEEDUP) -> Patch:
     """Swap the kept solutions of ``source`` (a run directory or an export) into ``model``
-    (module docstring); what could not be swapped is in ``Patch.refused``, with why."""
+    (module docstring), each for the verified signatures its record measured at least
+    ``min_speedup`` times as fast as the original module (0: every verified signature);
+    what could not be swapped is in ``Patch.refused``, with why."""
     kept = source if isinstance(source, list) else kept_solutions(source)
     patch = Patch(model=model)
     modules = dict(model.named_modules())
     for k in kept:
         if not k.signatures:
             patch.refused[k.problem] = "its record holds no passed workload with input shapes"
+            continue
+        fast = fast_signatures(k, min_speedup)
+        if not fast:
+            patch.refused[k.problem] = _not_fast(k, min_speedup)
             continue
         for path in k.extracted.get("module_paths", []):
             live = modules.get(path)
@@ -346,7 +393,7 @@ def apply(model: nn.Module, source: str | Path | list[Kept]) -> Patch:
                 patch.refused[path] = f"{k.problem}: building its solution failed: " \
                                       f"{type(e).__name__}: {e}"
                 continue
-            d = _Dispatch(patch, path, live, new, k)
+            d = _Dispatch(patch, path, live, new, k, fast)
             live.forward = d
             patch.modules[path] = d
     return patch

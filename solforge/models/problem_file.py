@@ -119,6 +119,9 @@ def problem_source(g: Any, built: BuiltModel, share: float,
     if r.config is not None:
         lines += ["# the source model's config, for the constructor",
                   f"CONFIG = {pformat(r.config, width=96, sort_dicts=True)}", ""]
+    if r.implementations:
+        lines += ["# the kernels the source model's config chose, which its dict leaves out",
+                  f"IMPLEMENTATIONS = {pformat(r.implementations, width=96)}", ""]
     lines += ["# per parameter: mean and standard deviation of the source model's values",
               f"PARAMS = {pformat(r.param_stats, width=96)}", "",
               f"SOLFORGE = {pformat(meta, width=96, sort_dicts=False)}", "", "",
@@ -126,6 +129,9 @@ def problem_source(g: Any, built: BuiltModel, share: float,
               f"    def __init__(self, dtype=torch.{dt}):"]
     if r.config is not None:
         lines.append("        _config = _Config.from_dict(CONFIG)")
+    if r.implementations:
+        lines += ["        for _name, _value in IMPLEMENTATIONS.items():",
+                  "            setattr(_config, _name, _value)"]
     lines += [f"        super().__init__({init_args})",
               "        with torch.no_grad():",
               "            for name, p in self.named_parameters():",

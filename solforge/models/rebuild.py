@@ -55,12 +55,30 @@ class Recipe:
     args: dict[str, Any] = field(default_factory=dict)   # init keyword -> literal or CONFIG
     config_cls: tuple[str, str] | None = None  # (module, class name) of the config
     config: dict[str, Any] | None = None
+    # what the source model's config ran that ``to_dict`` leaves out: transformers' kernel
+    # choices (``_attn_implementation`` "sdpa", ``_experts_implementation`` "grouped_mm"),
+    # set again on the rebuilt config; without them a Mixtral MoE block rebuilt from its
+    # dict loops over its experts in eager PyTorch, another computation than the model's
+    implementations: dict[str, str] = field(default_factory=dict)
     param_stats: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def key(self) -> str:
         """What makes two modules the same problem (the layer number aside)."""
         args = {k: v for k, v in self.args.items() if k not in ("layer_idx", "layer_id")}
-        return repr((self.module, self.qualname, sorted(args.items()), self.config))
+        return repr((self.module, self.qualname, sorted(args.items()), self.config,
+                     sorted(self.implementations.items())))
+
+
+def implementations(config: Any) -> dict[str, str]:
+    """The kernel choices a transformers config holds outside its dict: each
+    ``_<x>_implementation`` with a value (kept in ``_<x>_implementation_internal`` by
+    transformers 5, set through the public-looking property of the same name)."""
+    out = {}
+    for attr, v in sorted(vars(config).items()):
+        m = re.fullmatch(r"(_\w+_implementation)(?:_internal)?", attr)
+        if m and isinstance(v, str) and v:
+            out[m.group(1)] = v
+    return out
 
 
 def _literal(v: Any) -> bool:
@@ -190,6 +208,7 @@ def _recipe(cls: type, args: dict[str, Any], module: nn.Module) -> Recipe:
             if not _literal(d):
                 raise RebuildError(f"{cls.__qualname__}: its config is not plain data")
             r.config, r.config_cls = d, (type(v).__module__, type(v).__name__)
+            r.implementations = implementations(v)
             r.args[k] = CONFIG
         else:
             r.args[k] = v

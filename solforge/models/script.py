@@ -27,6 +27,7 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
+from solforge.models import MIN_SPEEDUP
 from solforge.models.apply import Kept, Patch, apply, kept_solutions
 
 
@@ -48,8 +49,10 @@ def _fits(module: nn.Module, kept: list[Kept]) -> bool:
                for k in kept)
 
 
-def run_script(source: str | Path, script: Path, argv: list[str]) -> ScriptResult:
-    """Run ``script`` with ``argv`` (module docstring); its exit status is kept."""
+def run_script(source: str | Path, script: Path, argv: list[str],
+               min_speedup: float = MIN_SPEEDUP) -> ScriptResult:
+    """Run ``script`` with ``argv`` (module docstring); its exit status is kept.
+    ``min_speedup``: as :func:`apply.apply`'s."""
     kept = kept_solutions(source)
     result = ScriptResult()
     seen: set[int] = set()
@@ -59,7 +62,7 @@ def run_script(source: str | Path, script: Path, argv: list[str]) -> ScriptResul
         if depth[0] == 0 and id(module) not in seen:
             seen.add(id(module))
             if _fits(module, kept):
-                result.patches.append(apply(module, kept))
+                result.patches.append(apply(module, kept, min_speedup=min_speedup))
         depth[0] += 1
 
     def post(module: nn.Module, args: tuple, out: Any) -> None:

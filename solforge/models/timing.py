@@ -157,7 +157,7 @@ def module_costs(patch: Patch, calls: int = 50) -> dict[str, dict[str, Any]]:
 def _costs(patch: Patch, d: _Dispatch, calls: int) -> list[dict[str, Any]]:
     device = torch.device(d.kept.device_type)
     rows = []
-    for i, sig in enumerate(sorted(d.kept.signatures)):
+    for i, sig in enumerate(sorted(d.signatures)):
         try:
             args = _draw(sig, device, seed=i)
             row: dict[str, Any] = {"signature": [[n, list(s), dt] for n, s, dt in sig]}

@@ -118,7 +118,7 @@ def test_validate_trained_lm_drift_perplexity_generation_latency(flow, lm, tmp_p
     r = sf("validate", str(flow["folder"]), str(flow["run"]), "--prefill", "--decode",
            "--seq", str(SEQ), "--tokens", str(lm[1]), "--gen-steps", "6", "--rounds", "1",
            "--max-kl", "1e-6", "--min-top1", "0.999", "--max-ppl-ratio", "1.001",
-           "--json", str(out))
+           "--min-speedup", "0", "--json", str(out))
     assert r.exit_code == 0, r.output
     report = json.loads(out.read_text())
     assert report["calls"]["lm_head"]["patched"] >= 2 and not report["failed"]
@@ -154,7 +154,8 @@ def test_apply_refuses_unverified_shapes_works_compiled_and_undoes(flow):
     seen = torch.randint(0, 256, (1, SEQ))
     with torch.no_grad():
         ref_odd, ref_seen = model(odd).logits, model(seen).logits
-    patch = solforge.apply(model, flow["run"])
+    # the flow kept the reference itself (about 1.0x of eager): every verified shape here
+    patch = solforge.apply(model, flow["run"], min_speedup=0)
     assert list(patch.modules) == ["lm_head"] and not patch.refused
     assert patch.modules["lm_head"].new.weight is model.lm_head.weight  # shared, not copied
     with torch.no_grad():
@@ -192,12 +193,52 @@ def test_reduced_precision_named_per_module_and_thresholds_fail(flow, tmp_path):
         "        return (x.to(torch.bfloat16) @ self.weight.to(torch.bfloat16).t()).float()\n")
     out = tmp_path / "report.json"
     r = sf("validate", str(flow["folder"]), str(export), "--prefill", "--seq", str(SEQ),
-           "--gen-steps", "0", "--rounds", "1", "--max-kl", "1e-12", "--json", str(out))
+           "--gen-steps", "0", "--rounds", "1", "--max-kl", "1e-12", "--min-speedup", "0",
+           "--json", str(out))
     assert r.exit_code == 1, r.output
     report = json.loads(out.read_text())
     assert report["per_module"][name]["lowered_precision"] == ["bf16"]
     assert report["per_module"][name]["drift"]["prefill"]["kl_mean"] > 1e-12
     assert report["failed"] and "--max-kl" in report["failed"][0] and "FAIL" in r.output
+
+
+def test_apply_swaps_in_only_the_shapes_its_record_measured_faster(flow, tmp_path):
+    """A kept solution no faster than the original (the reference itself, a win within the
+    timing's noise) would only add the dispatch's cost to every call: by default a shape is
+    swapped in only where the record's eager time over the solution's reaches MIN_SPEEDUP."""
+    from solforge.models import MIN_SPEEDUP
+
+    export = tmp_path / "export"
+    Run.open(flow["run"]).export(export)
+    name = flow["head"]["name"]
+    rec_path = export / "records" / f"{name}.json"
+    rec = json.loads(rec_path.read_text())
+
+    def timed(gains):  # seq length -> (eager ms, solution ms); None: untimed
+        for w in rec["workloads"]:
+            t = gains[w["params"]["inputs"][0]["shape"][1]]
+            w["eager_ms"], w["time_ms"] = t if t else (None, None)
+        rec_path.write_text(json.dumps(rec))
+
+    model = build_model(str(flow["folder"])).model
+    timed({SEQ: (2.0, 1.0), 1: (1.01, 1.0)})  # prefill 2x, decode 1.01x
+    patch = solforge.apply(model, export)
+    assert list(patch.modules) == ["lm_head"] and MIN_SPEEDUP > 1.01
+    with torch.no_grad():
+        model(torch.randint(0, 256, (1, SEQ)))
+        model(torch.randint(0, 256, (1, 1)))
+    stats = patch.stats()["lm_head"]
+    assert (stats["patched"], stats["fallback"]) == (1, 1)
+    assert list(stats["fallback_signatures"]) == ["input: [1, 1, 64] float32 cpu"]
+    patch.undo()
+    timed({SEQ: (1.0, 1.0), 1: None})  # the reference at 1.0x; a shape never timed
+    patch = solforge.apply(model, export)
+    assert not patch.modules
+    why = patch.refused[name]
+    assert "not faster than the original" in why and "1x" in why and "untimed" in why
+    assert solforge.apply(model, export, min_speedup=0.9).modules  # 1.0x passes 0.9
+    r = sf("validate", str(flow["folder"]), str(export), "--prefill", "--seq", str(SEQ))
+    assert r.exit_code == 2 and "--min-speedup" in r.output
 
 
 def test_apply_wraps_a_model_script(flow, tmp_path):
@@ -210,7 +251,8 @@ def test_apply_wraps_a_model_script(flow, tmp_path):
         f"    for n in ({SEQ}, {SEQ}, 5):\n"
         "        m(torch.randint(0, 256, (1, n)))\n")
     rep = tmp_path / "calls.json"
-    r = sf("apply", str(flow["run"]), str(script), str(flow["folder"]), "--report", str(rep))
+    r = sf("apply", "--min-speedup", "0", str(flow["run"]), str(script), str(flow["folder"]),
+           "--report", str(rep))
     assert r.exit_code == 0, r.output
     (entry,) = json.loads(rep.read_text())
     assert entry["modules"]["lm_head"]["patched"] == 2
@@ -291,11 +333,11 @@ def test_extract_backward_writes_gradient_problems_autograd_agrees_with(tmp_path
 def test_validate_skip_names_what_the_run_keeps(flow):
     head = flow["head"]["name"]
     r = sf("validate", str(flow["folder"]), str(flow["run"]), "--prefill", "--seq", str(SEQ),
-           "--skip", "no_such_problem")
+           "--skip", "no_such_problem", "--min-speedup", "0")
     assert r.exit_code == 2 and "--skip no_such_problem" in r.output
     assert head in r.output  # what it keeps, to pick from
     r = sf("validate", str(flow["folder"]), str(flow["run"]), "--prefill", "--seq", str(SEQ),
-           "--skip", head)
+           "--skip", head, "--min-speedup", "0")
     assert r.exit_code == 2 and "leaves no kept solution" in r.output
 
 
@@ -309,3 +351,27 @@ def test_a_smaller_vocab_moves_the_default_token_ids_into_it():
     assert built.model.get_input_embeddings().padding_idx == 255
     built = build_model("phi3", {**sizes, "pad_token_id": 3})
     assert built.model.config.pad_token_id == 3
+
+
+def test_extracted_moe_block_runs_the_experts_kernel_the_model_ran(tmp_path):
+    """transformers keeps its kernel choices (``_experts_implementation`` "grouped_mm",
+    ``_attn_implementation``) outside the config's dict: the problem file sets them again,
+    so the reference is the model's computation, not an eager loop over the experts."""
+    from solforge.problems.loader import import_file
+
+    r = sf("extract", "mixtral", "--out", str(tmp_path), "--layers", "2", "--seq", "8",
+           "--prefill", *(f"--set={kv}" for kv in (
+               "hidden_size=32", "intermediate_size=64", "num_attention_heads=2",
+               "num_key_value_heads=1", "vocab_size=64", "num_local_experts=4")))
+    assert r.exit_code == 0, r.output
+    built = build_model("mixtral", {"hidden_size": 32, "intermediate_size": 64,
+                                    "num_attention_heads": 2, "num_key_value_heads": 1,
+                                    "vocab_size": 64, "num_local_experts": 4,
+                                    "num_hidden_layers": 2})
+    live = built.model.model.layers[0].mlp.experts.config
+    mod = import_file(tmp_path / "mixtral_layers_mlp_experts.py", prefix="t_moe")
+    assert mod.IMPLEMENTATIONS["_experts_implementation"] == live._experts_implementation
+    assert live._experts_implementation not in (None, "eager")
+    rebuilt = mod.Model(*mod.get_init_inputs())
+    assert rebuilt.config._experts_implementation == live._experts_implementation
+    assert rebuilt.config._attn_implementation == live._attn_implementation
