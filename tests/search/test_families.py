@@ -28,6 +28,7 @@ CASES = [
     ("bias_gelu_whisper", "library", "visible"),
     ("rope_llama3", "library", "visible"),             # q and k in one launch
     ("argmax_greedy_llama3", "library", "all"),        # few long rows split over programs
+    ("cross_entropy_llama3", "library", "all"),        # ignored rows; bf16 read, fp32 loss
     ("moe_sum_deepseek_v3", "library", "visible"),     # sum over the top-k experts
     ("mean_pool_vit", "library", "visible"),           # mean of a sliced view, no copy
     ("moe_router_mixtral", "library", "visible"),          # softmax, top-k, renormalised: one launch
