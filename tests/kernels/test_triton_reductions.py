@@ -50,11 +50,16 @@ def test_layer_norm_paths_and_eps():
     # which path each shape takes (the interpreter counts 4 SMs: 16 programs fill it)
     assert row_splits(2, 1281, torch.device("cpu"), layernorm_split.TILE)[0] > 1
     assert row_splits(15, 35, torch.device("cpu"), layernorm_split.TILE)[0] == 1
-    # a large eps changes the result: it is the one passed, not a default
+    # a large eps changes the result: it is the module's, as the pattern passes it
     x = torch.rand(2, 3, 11, 13) * 0.01
     for eps in (1e-5, 1e-2):
-        torch.testing.assert_close(K.layer_norm(x, eps=eps, normalized_shape=(3, 11, 13)),
-                                   F.layer_norm(x, (3, 11, 13), eps=eps), atol=1e-5, rtol=1e-5)
+        m = torch.nn.LayerNorm((3, 11, 13), eps=eps)
+        with torch.no_grad():
+            m.weight.normal_(1.0, 0.1), m.bias.normal_(0.0, 0.1)
+            want = m(x)
+        got = K.layer_norm(x, m.weight.detach(), m.bias.detach(), m.eps,
+                           normalized_shape=m.normalized_shape)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def test_layer_norm_long_rows_past_one_program_split_even_when_rows_fill_the_gpu(monkeypatch):

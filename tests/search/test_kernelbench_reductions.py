@@ -1,22 +1,19 @@
 """KernelBench's LayerNorm over three dims, cross-entropy and argmax over dim 1 get the
 library kernels: each KernelBench file is matched as written (traced at its own sizes, on
-the meta device), a second spelling is matched too, an inexact variant is not, and the
-generated candidate of a CPU-sized copy passes the real evaluator."""
+the meta device), a second spelling is matched too, and an inexact variant is not. The
+candidates of CPU-sized copies pass the real evaluator in ``test_families.py``, beside the
+other families' (one evaluator for all)."""
 
 from __future__ import annotations
 
 import pytest
 
-from solforge.bench.evaluator import Evaluator
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
-from solforge.records.evaluation import Status
-from solforge.records.options import EvalOptions
-from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.fxsource import forward_source
 from solforge.search.match import LibraryFunction, find_matches, substitute
 from solforge.search.trace import trace_reference
-from tests.conftest import FIXTURES, PROBLEMS
+from tests.conftest import FIXTURES
 from tests.search.test_match import _problem
 
 LEVEL1 = FIXTURES / "kernelbench_reductions" / "KernelBench" / "level1"
@@ -97,29 +94,3 @@ NOT_EXACT = [
 def test_inexact_variants_are_left_alone(tmp_path, params, forward, inputs, init, absent):
     tr = _problem(tmp_path, "variant", forward, inputs, init, precision="fp32", params=params)
     assert absent not in [m.kind for m in find_matches(tr)]
-
-
-@pytest.fixture(scope="module")
-def ev():
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120, trials=2)) as e:
-        yield e
-
-
-@pytest.mark.usefixtures("two_spares")
-@pytest.mark.parametrize("name, kind, call", [
-    ("kb_layernorm_small.py", "layer_norm", "normalized_shape="),  # rows split (interpreter)
-    ("kb_cross_entropy_small.py", "cross_entropy", "cross_entropy("),  # online, 301 classes
-    ("kb_argmax_dim1_small.py", "argmax", "argmax_dim("),
-])
-def test_small_copies_pass_the_evaluator(ev, tmp_path, name, kind, call):
-    p = load_problem(PROBLEMS / name)
-    ctx = search_context(p, "cpu")
-    assert [m.kind for m in ctx.matches] == [kind]
-    cands, _ = generate_candidates(ctx)
-    c = next(c for c in cands if c.name == "library")
-    assert call in c.source and c.language == "triton"
-    path = tmp_path / "cand.py"
-    path.write_text(c.source)
-    r = ev.evaluate(p, path)
-    assert r.status is Status.PASSED, r.message
