@@ -21,9 +21,9 @@ its own through :func:`register_pattern`, the same table.
 
 Not covered: patterns spread over several graphs (a model split into modules fx keeps as
 leaves is matched only where the leaf is itself a pattern: ``nn.LayerNorm``, ``nn.SiLU``,
-``nn.GELU``, ``nn.Linear``, ``nn.Softmax``); algebraic rewrites (``1 / sqrt`` for
-``rsqrt``, a scale folded into q); anything the example values cannot tell (values of
-masks are checked by their construction, never by their contents).
+``nn.GELU``, ``nn.Linear``, ``nn.Softmax``, ``nn.CrossEntropyLoss``); algebraic rewrites
+(``1 / sqrt`` for ``rsqrt``, a scale folded into q); anything the example values cannot
+tell (values of masks are checked by their construction, never by their contents).
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ _PATTERNS: dict[str, str | Pattern] = {
     "softmax": "solforge.search.patterns.pointwise:SOFTMAX_PATTERN",
     "argmax": "solforge.search.patterns.reductions:ARGMAX_PATTERN",
     "sum_dim": "solforge.search.patterns.reductions:SUM_DIM_PATTERN",
+    "cross_entropy": "solforge.search.patterns.losses:CROSS_ENTROPY_PATTERN",
     "bias_act": "solforge.search.patterns.pointwise:BIAS_ACT_PATTERN",
 }
 
@@ -135,7 +136,8 @@ _FUNCTIONS: dict[Any, str] = {
     torch.amax: "amax", torch.unsqueeze: "unsqueeze", F.linear: "linear",
     torch.reshape: "reshape", operator.getitem: "getitem", torch.reciprocal: "reciprocal",
     torch.tensor: "tensor", torch.square: "square", F.scaled_dot_product_attention: "sdpa",
-    torch.argmax: "argmax", torch.topk: "topk", torch.sum: "sum",
+    torch.argmax: "argmax", torch.topk: "topk", torch.sum: "sum", torch.argmin: "argmin",
+    F.cross_entropy: "cross_entropy",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -146,10 +148,11 @@ _METHODS = {
     "neg": "neg", "square": "square", "reciprocal": "reciprocal", "expand": "expand",
     "to": "cast", "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
     "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
+    "argmin": "argmin",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",
-                             nn.LogSoftmax: "log_softmax"}
+                             nn.LogSoftmax: "log_softmax", nn.CrossEntropyLoss: "cross_entropy"}
 
 
 def op(a: Any) -> str | None:

@@ -38,15 +38,18 @@ def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4):
 def compile_all():
     from solforge.kernels.triton import (
         activation,
+        arg_reduce_dim,
         fp8,
         glu,
         int8,
         layernorm,
+        layernorm_split,
         rmsnorm,
         reduce_dim,
         rope,
         router,
         row_argmax,
+        row_cross_entropy,
         row_softmax,
     )
 
@@ -64,10 +67,37 @@ def compile_all():
     _compile(row_softmax._softmax_pieces_write_kernel,
              dict(x_ptr=FP32, y_ptr=FP32, m_ptr=FP32, l_ptr=FP32),
              dict(BLOCK_N=2048, BLOCK_S=64), num_warps=8)
-    for final in (True, False):
+    _compile(layernorm_split._stats_kernel.fn, dict(x_ptr=FP32, mean_ptr=FP32, m2_ptr=FP32),
+             dict(BLOCK_N=4096), num_warps=8)
+    for affine in (True, False):
+        _compile(layernorm_split._apply_kernel.fn,
+                 dict(x_ptr=FP32, w_ptr=FP32, b_ptr=FP32, y_ptr=FP32, mean_ptr=FP32,
+                      m2_ptr=FP32),
+                 dict(HAS_WEIGHT=affine, HAS_BIAS=affine, BLOCK_S=32, BLOCK_N=4096),
+                 num_warps=8)
+    for final, minimum in ((True, False), (False, True)):
         _compile(row_argmax._argmax_pieces_kernel,
                  dict(x_ptr=FP32, val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
-                 dict(BLOCK_N=2048, FINAL=final), num_warps=8)
+                 dict(BLOCK_N=2048, FINAL=final, MIN=minimum), num_warps=8)
+        # KernelBench's [128, 4096, 4095] tile, and a narrow B's tall one
+        _compile(arg_reduce_dim._arg_dim_kernel.fn,
+                 dict(x_ptr=FP32, val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
+                 dict(FINAL=final, MIN=minimum, BLOCK_K=4, BLOCK_B=1024), num_warps=8)
+    _compile(arg_reduce_dim._arg_dim_kernel.fn,
+             dict(x_ptr=BF16, val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
+             dict(FINAL=True, MIN=False, BLOCK_K=512, BLOCK_B=16), num_warps=8)
+    _compile(arg_reduce_dim._arg_dim_combine_kernel,
+             dict(val_ptr=FP32, idx_ptr=I64, out_ptr=I64), dict(BLOCK_B=1024))
+    for one_tile, rows in ((True, 2), (False, 1)):
+        _compile(row_cross_entropy._ce_rows_kernel.fn,
+                 dict(x_ptr=FP32, t_ptr=I64, loss_ptr=FP32),
+                 dict(BLOCK_C=4096, ONE_TILE=one_tile, BLOCK_R=rows), num_warps=8)
+    _compile(row_cross_entropy._ce_rows_kernel.fn, dict(x_ptr=BF16, t_ptr=I64, loss_ptr=BF16),
+             dict(BLOCK_C=16, ONE_TILE=True, BLOCK_R=64))
+    for mean in (True, False):
+        _compile(row_cross_entropy._ce_reduce_kernel,
+                 dict(loss_ptr=FP32, t_ptr=I64, out_ptr=FP32), dict(MEAN=mean, BLOCK=4096),
+                 num_warps=8)
     _compile(row_argmax._argmax_combine_kernel, dict(val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
              dict(BLOCK_S=64))
     for mean in (True, False):

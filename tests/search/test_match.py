@@ -46,6 +46,7 @@ EXPECTED = {
     "fp8_gemm_per_tensor_llama3": ["lowp_gemm"],  # per-tensor scales on both operands
     "int8_gemm_w8a8_smoothquant": ["lowp_gemm"],  # scales applied after the mm already
     "argmax_greedy_llama3": ["argmax"],
+    "cross_entropy_llama3": ["cross_entropy"],  # the logits' fp32 upcast read as bf16
     "router_logits_deepseek_v3": ["lowp_gemm"],  # linear(h.float(), W.float()), bf16 h, W
     "moe_sum_deepseek_v3": ["sum_dim"],  # [tokens, top_k, hidden].sum(1)
     "mean_pool_vit": ["sum_dim"],  # x[:, 1:].mean(dim=1): a strided view, no copy
@@ -209,10 +210,10 @@ VARIANTS = [
           "return w, i, p", "[torch.randn(4, 8)]", "", "softmax_topk"),
     ("x", "p = x.softmax(-1, dtype=torch.float32); w, i = torch.topk(p, 2, sorted=False); "
           "return w, i", "[torch.randn(4, 8)]", "", "softmax_topk"),
-    # argmax keeping its dim, over another dim, or of the flattened tensor: not the kernel's
-    ("x", "return x.argmax(-1, keepdim=True)", "[torch.randn(4, 64)]", "", "argmax"),
-    ("x", "return torch.argmax(x, dim=0)", "[torch.randn(4, 64)]", "", "argmax"),
+    # argmax of the flattened tensor, or of integers: not the kernels'
     ("x", "return torch.argmax(x)", "[torch.randn(4, 64)]", "", "argmax"),
+    ("x", "return torch.argmax(x, dim=0)", "[torch.randint(0, 9, (4, 64))]", "", "argmax"),
+    ("x", "return x.argmin(1, keepdim=True)", "[torch.randint(0, 9, (4, 64))]", "", "argmin"),
     # sums over the last dim, several dims, keeping the dim, or into another dtype
     ("x", "return x.sum(-1)", "[torch.randn(4, 8, 64)]", "", "sum_dim"),
     ("x", "return x.sum((0, 1))", "[torch.randn(4, 8, 64)]", "", "sum_dim"),

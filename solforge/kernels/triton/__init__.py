@@ -10,6 +10,8 @@ On a machine without a GPU the kernels run under Triton's interpreter: set
 """
 
 from solforge.kernels.triton.activation import bias_act
+from solforge.kernels.triton.arg_reduce_dim import argmax_dim, argmin_dim
+from solforge.kernels.triton.row_cross_entropy import cross_entropy
 from solforge.kernels.triton.fp8 import (
     fp8_dequant,
     fp8_quant_per_block,
@@ -23,13 +25,17 @@ from solforge.kernels.triton.reduce_dim import sum_dim
 from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
 from solforge.kernels.triton.router import softmax_topk
-from solforge.kernels.triton.row_argmax import argmax
+from solforge.kernels.triton.row_argmax import argmax, argmin
 from solforge.kernels.triton.row_softmax import log_softmax, softmax
 
 __all__ = [
     "add_rms_norm",
     "argmax",
+    "argmax_dim",
+    "argmin",
+    "argmin_dim",
     "bias_act",
+    "cross_entropy",
     "fp8_dequant",
     "fp8_quant_per_block",
     "fp8_quant_per_group",

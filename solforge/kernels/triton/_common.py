@@ -12,6 +12,7 @@ The flag is read once, at import: set the variable before importing this package
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import torch
@@ -54,25 +55,47 @@ SPLIT_PER_SM = 4
 
 
 @functools.lru_cache(maxsize=None)
-def _sm_count(device: str) -> int:
+def sm_count(device: str) -> int:
+    """The device's SM count; 4 under the interpreter or off a GPU."""
     if INTERPRET or not device.startswith("cuda"):
         return 4
     return torch.cuda.get_device_properties(torch.device(device)).multi_processor_count
 
 
-def row_splits(rows: int, n: int, device: torch.device, tile: int) -> tuple[int, int]:
+def row_splits(rows: int, n: int, device: torch.device, tile: int,
+               min_chunk: int = SPLIT_MIN) -> tuple[int, int]:
     """(programs per row, elements per program) for a reduction over rows of ``n``: one
     program per row when the rows alone fill the device ``SPLIT_PER_SM`` times over or a
     row is short; else as many as fill it, each with a multiple of ``tile`` elements and
-    at least ``SPLIT_MIN`` of them. Batch-1 decoding over a 128k vocabulary is one row:
+    at least ``min_chunk`` of them. Batch-1 decoding over a 128k vocabulary is one row:
     on one program it runs on one SM of 132."""
-    target = SPLIT_PER_SM * _sm_count(str(device))
-    splits = min(-(-target // max(rows, 1)), n // SPLIT_MIN)
+    target = SPLIT_PER_SM * sm_count(str(device))
+    splits = min(-(-target // max(rows, 1)), n // min_chunk)
     if splits <= 1:
         return 1, n
     chunk = -(-n // splits)
     chunk = -(-chunk // tile) * tile
     return -(-n // chunk), chunk
+
+
+def around_dim(shape: torch.Size | tuple[int, ...], d: int) -> tuple[int, int, int]:
+    """``(A, K, B)``: the sizes before dim ``d`` multiplied, ``d``'s own, those after it."""
+    return math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:])
+
+
+def reads_as_akb(x: torch.Tensor, d: int) -> bool:
+    """Whether ``x`` reads as ``[A, K, B]`` (``around_dim``) by strides: the dims after
+    ``d`` one contiguous block, those before it one stride (a slice such as ``x[:, 1:]``
+    needs no copy). The kernels over a middle dim then address ``x`` by ``x.stride(d)``
+    and ``x.stride(d - 1)``."""
+    shape, stride = x.shape, x.stride()
+    inner = 1
+    for i in range(x.dim() - 1, d, -1):
+        if shape[i] != 1 and stride[i] != inner:
+            return False
+        inner *= shape[i]
+    return all(shape[i] == 1 or stride[i] == stride[i + 1] * shape[i + 1]
+               for i in range(d - 1))
 
 
 @triton.jit

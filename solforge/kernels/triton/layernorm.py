@@ -1,24 +1,29 @@
-"""LayerNorm over the last dim, weight and bias optional, fp32 statistics.
+"""LayerNorm over the trailing dims, weight and bias optional, fp32 statistics.
 
 Matches ``nn.LayerNorm`` / ``F.layer_norm``: biased variance, ``(x - mean) * rstd * w + b``
-in fp32, rounded once to ``x``'s dtype.
+in fp32, rounded once to ``x``'s dtype. A row is the ``normalized_shape`` trailing dims
+(the last dim by default), flattened.
 
-Not covered: normalising over more than the last dim; rows longer than 65536 (a whole row
-lives in registers); returning mean/rstd for a backward.
+Rows that fill the GPU and fit one program's registers (up to 65536 elements) take one
+program each, one pass over registers. Longer rows, and rows too few to fill the GPU
+(``_common.row_splits``: KernelBench's 16 rows of 4M elements), are split over several
+programs in two launches (``layernorm_split``).
+
+Not covered: returning mean/rstd for a backward; a weight or bias in a dtype other than
+``x``'s (the search pattern refuses them; here they are read and promoted to fp32).
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import (
-    as_rows,
-    autotune_configs,
-    cast_rne,
-    row_block,
-)
+from solforge.kernels.triton import layernorm_split
+from solforge.kernels.triton._common import autotune_configs, cast_rne, row_block, row_splits
 
 _CONFIGS = autotune_configs(
     [triton.Config({}, num_warps=w) for w in (2, 4, 8, 16)],
@@ -47,18 +52,40 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, eps, stride_x, stride_y,
     tl.store(y_ptr + row * stride_y + cols, cast_rne(y, y_ptr.dtype.element_ty), mask=mask)
 
 
+# the one-pass kernel keeps a row in registers up to this length
+ONE_PASS_MAX = 65536
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None,
-               bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
-    """LayerNorm of ``x`` (any leading shape) over its last dim; output in ``x``'s dtype."""
-    n = x.shape[-1]
+               bias: torch.Tensor | None = None, eps: float = 1e-5,
+               normalized_shape: Sequence[int] | None = None) -> torch.Tensor:
+    """``F.layer_norm(x, normalized_shape, weight, bias, eps)``, over the last dim when
+    ``normalized_shape`` is None; output in ``x``'s dtype."""
+    ns = (x.shape[-1],) if normalized_shape is None else tuple(int(d) for d in normalized_shape)
+    if not ns or x.dim() < len(ns) or tuple(x.shape[x.dim() - len(ns):]) != ns:
+        raise ValueError(f"layer_norm over {ns} of an input of shape {tuple(x.shape)}: the "
+                         "normalized shape must be the input's trailing dims")
     for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != (n,):
-            raise ValueError(f"{name} has shape {tuple(t.shape)}; expected ({n},)")
-    rows = as_rows(x)
+        if t is not None and tuple(t.shape) != ns:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}; expected {ns}")
+    n = math.prod(ns)
+    rows = x.reshape(-1, n)
+    if rows.stride(-1) != 1 and n > 1:
+        rows = rows.contiguous()
+    r = rows.shape[0]
     y = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
-    if rows.shape[0]:
-        _layernorm_kernel[(rows.shape[0],)](
-            rows, weight if weight is not None else rows, bias if bias is not None else rows,
-            y, n, eps, rows.stride(0), y.stride(0),
-            HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, BLOCK_N=row_block(n))
+    if r == 0 or n == 0:
+        return y.view(x.shape)
+    w = weight.contiguous().view(n) if weight is not None else None
+    b = bias.contiguous().view(n) if bias is not None else None
+    pieces, chunk = row_splits(r, n, x.device, layernorm_split.TILE)
+    if pieces > 1 or n > ONE_PASS_MAX:
+        if pieces == 1:  # long rows, enough of them: one piece a row, whole tiles
+            chunk = -(-n // layernorm_split.TILE) * layernorm_split.TILE
+        layernorm_split.layer_norm_pieces(rows, w, b, eps, y, pieces, chunk)
+        return y.view(x.shape)
+    _layernorm_kernel[(r,)](
+        rows, w if w is not None else rows, b if b is not None else rows,
+        y, n, eps, rows.stride(0), y.stride(0),
+        HAS_WEIGHT=w is not None, HAS_BIAS=b is not None, BLOCK_N=row_block(n, ONE_PASS_MAX))
     return y.view(x.shape)

@@ -17,13 +17,16 @@ fp32 (and round the same way to fp16/bf16 but for rare ties).
 
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import autotune_configs, cast_rne
+from solforge.kernels.triton._common import (
+    around_dim,
+    autotune_configs,
+    cast_rne,
+    reads_as_akb,
+)
 
 
 @triton.autotune(
@@ -59,29 +62,16 @@ def sum_dim(x: torch.Tensor, dim: int, mean: bool = False) -> torch.Tensor:
     if x.dim() < 2 or d == x.dim() - 1:
         raise ValueError(f"sum_dim reduces a dim other than the last; got dim={dim} of shape "
                          f"{tuple(x.shape)}")
-    a, k, b = math.prod(x.shape[:d]), x.shape[d], math.prod(x.shape[d + 1:])
+    a, k, b = around_dim(x.shape, d)
     shape = (*x.shape[:d], *x.shape[d + 1:])
     y = torch.empty(shape, dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
     if k == 0:  # PyTorch: a sum over nothing is 0, a mean NaN
         return y.fill_(float("nan") if mean else 0.0)
-    if not _collapses(x, d):
+    if not reads_as_akb(x, d):
         x = x.contiguous()
     stride_a = x.stride(d - 1) if d else 0
     grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]))  # noqa: E731
     _sum_dim_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / k, MEAN=mean)
     return y
-
-
-def _collapses(x: torch.Tensor, d: int) -> bool:
-    """Whether ``x`` reads as ``[A, K, B]`` by strides: the dims after ``d`` one contiguous
-    block, those before it one stride (a slice such as ``x[:, 1:]`` needs no copy)."""
-    shape, stride = x.shape, x.stride()
-    inner = 1
-    for i in range(x.dim() - 1, d, -1):
-        if shape[i] != 1 and stride[i] != inner:
-            return False
-        inner *= shape[i]
-    return all(shape[i] == 1 or stride[i] == stride[i + 1] * shape[i + 1]
-               for i in range(d - 1))

@@ -29,22 +29,35 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   broadcast over heads, all one dtype; two rotations sharing their tables (q and k) become
   one launch.
 - ``swiglu`` / ``geglu``: ``silu(g) * u`` and ``gelu(g, approximate="tanh") * u``.
-- ``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over the last dim, weight and bias
-  in the input's dtype.
+- ``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over the last dim or several
+  trailing dims (KernelBench's ``nn.LayerNorm((64, 256, 256))``), weight and bias of that
+  shape in the input's dtype, or none → the library's layer_norm (one pass a row; long
+  rows, or too few to fill the GPU, split over programs: Welford pieces, then merge and
+  normalise).
 - ``softmax``: softmax or log_softmax over the last dim, with the cast after it
   (``softmax(s, dtype=f32).to(dt)``) → the library's softmax / log_softmax (online, long
   rows split over programs), the cast fused.
 - ``softmax_topk``: ``topk(softmax(x, -1, dtype=float32), k)`` and the renormalisation and
   cast of its values (Mixtral's router) → the library's softmax_topk, one launch.
 - ``argmax``: ``argmax(x, dim=-1)`` of a floating-point ``x`` → the library's argmax, which
-  splits a few long rows over many programs (``torch.argmax``'s ties and NaNs kept).
+  splits a few long rows over many programs (``torch.argmax``'s ties and NaNs kept);
+  ``argmin`` likewise; over any other dim or with ``keepdim`` → ``argmax_dim`` /
+  ``argmin_dim`` (contiguous tiles of the dims after it, the reduced dim walked, split
+  over programs when the columns are few).
 - ``sum_dim``: ``x.sum(dim)`` / ``x.mean(dim)`` over one dim other than the last (an MoE
   combine over its top-k, a token pooling) → the library's sum_dim.
+- ``cross_entropy``: ``F.cross_entropy`` / ``nn.CrossEntropyLoss`` of ``[N, C]`` logits
+  and int64 class indices, reduction mean, sum or none, any ``ignore_index``, no class
+  weights or label smoothing (an fp32 upcast of 16-bit logits just before it is read as
+  16-bit) → the library's cross_entropy (one read of each row, a deterministic mean).
 - ``bias_act``: GELU (erf or tanh) or SiLU of ``x + bias`` (a [N] parameter), of a biased
   ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
 
-Not covered: RMSNorm without a weight or written with ``1 / sqrt``; interleaved (GPT-J)
+Not covered: RMSNorm without a weight or written with ``1 / sqrt``; LayerNorm with
+parameters in another dtype than the input's; argmax/argmin of the flattened tensor
+(``dim=None``) or of integers; cross-entropy with class weights, label smoothing,
+probability targets or logits of other than 2 dims; interleaved (GPT-J)
 or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
 sliding-window or additive mask written as matmul-softmax-matmul, dropout, and routing to
 FlexAttention; exact-erf GeGLU; FP8 per-block

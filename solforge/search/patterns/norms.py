@@ -1,4 +1,15 @@
-"""``add_rms_norm``, ``rms_norm`` (Llama and Gemma roundings) and ``layer_norm``."""
+"""``add_rms_norm``, ``rms_norm`` (Llama and Gemma roundings) and ``layer_norm``.
+
+``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over one or several trailing dims
+(``normalized_shape`` a tuple of ints, or of the input's sizes, or a slice of its shape),
+weight and bias of that shape in the input's dtype, or none → the library's
+``layer_norm``, which splits long rows, or too few rows to fill the GPU, over programs
+(``kernels/triton/layernorm_split.py``).
+
+Not covered: a weight or bias in another dtype than the input's (fp32 parameters of a
+bf16 input: torch promotes); ``normalized_shape`` that is not the input's trailing dims
+(torch raises); LayerNorm written out as mean/var arithmetic.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from solforge.search.match import (
     split_constant,
     tensor,
     through_cast,
+    val,
 )
 from solforge.search.patterns.common import (
     ADD_RMS_NORM,
@@ -152,6 +164,20 @@ def _norm_match(x, w, eps, offset, nodes, optional, y, what) -> Match | None:
                  (RMS_NORM,))
 
 
+def _normalized_shape(ns: Any) -> tuple[int, ...] | None:
+    """A ``normalized_shape`` argument's value (a tuple of ints, of size nodes, or a node
+    holding a shape such as ``x.shape[1:]``); None when it is not one."""
+    v = val(ns) if isinstance(ns, fx.Node) else ns
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,)
+    if not isinstance(v, (tuple, list, torch.Size)):
+        return None
+    dims = [val(d) if isinstance(d, fx.Node) else d for d in v]
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        return None
+    return tuple(dims)
+
+
 def find_layer_norm(tr: TracedReference) -> list[Match]:
     found = []
     for n in graph_nodes(tr):
@@ -160,32 +186,41 @@ def find_layer_norm(tr: TracedReference) -> list[Match]:
         x = arg(n, 0)
         if n.op == "call_module":
             mod = n.meta["module"]
-            if len(mod.normalized_shape) != 1:
-                continue
             t = str(n.target)
+            ns: Any = AttrRef(f"{t}.normalized_shape", tuple(mod.normalized_shape))
+            dims = tuple(mod.normalized_shape)
             w = AttrRef(f"{t}.weight", None) if mod.weight is not None else None
             b = AttrRef(f"{t}.bias", None) if getattr(mod, "bias", None) is not None else None
             eps: Any = AttrRef(f"{t}.eps", mod.eps)
             tensors = [p for p in (mod.weight, getattr(mod, "bias", None)) if p is not None]
         else:
             ns = arg(n, 1, "normalized_shape")
-            if not isinstance(ns, (tuple, list)) or len(ns) != 1:
-                continue
+            dims = _normalized_shape(ns)
             w, b = arg(n, 2, "weight"), arg(n, 3, "bias")
             eps = arg(n, 4, "eps", 1e-5)
             tensors = [tensor(t) for t in (w, b) if t is not None]
-        if dtype(x) not in FLOATS or any(t is None or t.dtype != dtype(x) for t in tensors):
+        xt = tensor(x)
+        if xt is None or not dims or xt.dim() < len(dims) or \
+                tuple(xt.shape[xt.dim() - len(dims):]) != dims:
             continue
+        if dtype(x) not in FLOATS or any(t is None or t.dtype != dtype(x) or
+                                         tuple(t.shape) != dims for t in tensors):
+            continue
+        # over the last dim: the call as before; over several, the normalized shape passed
+        kw = {} if len(dims) == 1 else {"normalized_shape": ns}
+        what = "the last dim" if len(dims) == 1 else f"the last {len(dims)} dims"
 
-        def build(g, m, x=x, w=w, b=b, eps=eps):
-            return [call(g, LAYER_NORM, (m(x), m(w), m(b), eps), {},
-                         "LayerNorm: fp32 statistics, one pass per row", "normed")]
+        def build(g, m, x=x, w=w, b=b, eps=eps, kw=kw):
+            return [call(g, LAYER_NORM, (m(x), m(w), m(b), eps),
+                         {k: m(v) for k, v in kw.items()},
+                         "LayerNorm: fp32 statistics; one pass per row, long or few rows "
+                         "split over programs", "normed")]
 
-        found.append(Match("layer_norm", {n}, [n], build, "LayerNorm over the last dim → "
+        found.append(Match("layer_norm", {n}, [n], build, f"LayerNorm over {what} → "
                            "layer_norm", ("library_kernel",), set(), (LAYER_NORM,)))
     return found
 
 
 RMS_NORM_PATTERN = Pattern("rms_norm", find_rms_norm,
                            "(residual add +) RMSNorm, Llama and Gemma forms")
-LAYER_NORM_PATTERN = Pattern("layer_norm", find_layer_norm, "LayerNorm over the last dim")
+LAYER_NORM_PATTERN = Pattern("layer_norm", find_layer_norm, "LayerNorm over the trailing dims")

@@ -1,13 +1,18 @@
 """Reductions that pick: greedy sampling's argmax and MoE routing's softmax + top-k.
 
-``argmax``: ``logits.argmax(dim=-1)`` → the library's ``argmax``.
+``argmax``: ``logits.argmax(dim=-1)`` → the library's ``argmax`` (``argmin`` likewise);
+over any other dim, or with ``keepdim=True``, → ``argmax_dim`` / ``argmin_dim``.
 
-The library kernel splits a few long rows (batch-1 to batch-64 decoding over a 128k
-vocabulary) over many programs, where a generic reduction runs each row on one SM. It
-returns what ``torch.argmax`` does, ties and NaNs included (``kernels/triton/row_argmax.py``).
+The last-dim kernel splits a few long rows (batch-1 to batch-64 decoding over a 128k
+vocabulary) over many programs, where a generic reduction runs each row on one SM
+(``kernels/triton/row_argmax.py``); the other dims' kernel reads contiguous tiles of the
+dims after the reduced one and walks it, splitting it over programs when the columns are
+too few (``kernels/triton/arg_reduce_dim.py``). Both return what ``torch.argmax`` /
+``torch.argmin`` do, ties (the first index) and NaNs (the first NaN's index) included.
 
-Matched: ``torch.argmax(x, dim)`` / ``x.argmax(dim)`` over the last dim of a floating-point
-``x`` of at least one dim, ``keepdim`` absent or False.
+Matched: ``torch.argmax(x, dim, keepdim)`` / ``x.argmax(dim, keepdim)`` and the same of
+``argmin``, of a non-empty floating-point ``x``, ``dim`` a number (or a module attribute)
+within its rank, ``keepdim`` absent, False or True.
 
 ``softmax_topk``: ``topk(softmax(x, -1, dtype=float32), k, dim=-1)`` (largest, sorted)
 with its values optionally renormalised (``w / w.sum(-1, keepdim=True)``) and cast → the
@@ -20,8 +25,8 @@ floating-point ``x`` → the library's ``sum_dim`` (``kernels/triton/reduce_dim.
 reads contiguous tiles along the kept last dims: an MoE layer's combine of its top-k
 expert outputs, a vision encoder's token pooling.
 
-Not covered: ``dim=None`` (the argmax of the flattened tensor), ``keepdim=True``, other
-dims, integer inputs, ``argmin``, ``max(dim)`` (values and indices); top-k over more than
+Not covered: ``dim=None`` (the argmax of the flattened tensor), integer inputs,
+``max(dim)`` / ``min(dim)`` (values and indices); top-k over more than
 4096 experts, ``sorted=False``, sigmoid scoring and grouped routing (DeepSeek-V3); sums over
 several dims, with ``keepdim`` or a ``dtype``, and over the last dim (the norm and softmax
 patterns take those inside their own forms).
@@ -43,12 +48,16 @@ from solforge.search.match import (
     dtype,
     is_last_dim,
     item,
+    number,
     only_user,
     op,
     tensor,
 )
 from solforge.search.patterns.common import (
     ARGMAX,
+    ARGMAX_DIM,
+    ARGMIN,
+    ARGMIN_DIM,
     FLOATS,
     SOFTMAX_TOPK,
     SUM_DIM,
@@ -60,22 +69,41 @@ from solforge.search.trace import TracedReference
 def find_argmax(tr: TracedReference) -> list[Match]:
     found = []
     for n in graph_nodes(tr):
-        if op(n) != "argmax" or n.op == "call_module" or len(n.args) > 3:
+        kind = op(n)
+        if kind not in ("argmax", "argmin") or n.op == "call_module" or len(n.args) > 3:
+            continue
+        if set(n.kwargs) - {"input", "dim", "keepdim"}:
             continue
         x, dim, keepdim = arg(n, 0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim", False)
         t = tensor(x)
-        if t is None or dtype(x) not in FLOATS or t.dim() == 0 or t.shape[-1] == 0:
+        if t is None or dtype(x) not in FLOATS or t.dim() == 0 or 0 in t.shape:
             continue
-        if dim is None or not is_last_dim(dim, t.dim()) or keepdim not in (False,):
+        d = number(dim)
+        if d is None or d != int(d) or not -t.dim() <= d < t.dim() or \
+                keepdim not in (False, True):
             continue
+        minimum = kind == "argmin"
+        if is_last_dim(dim, t.dim()) and keepdim is False:
+            fn = ARGMIN if minimum else ARGMAX
 
-        def build(g, m, x=x):
-            return [call(g, ARGMAX, (m(x),), {}, "argmax over the last dim, long rows split "
-                         "over programs", "ids")]
+            def build(g, m, x=x, fn=fn, kind=kind):
+                return [call(g, fn, (m(x),), {}, f"{kind} over the last dim, long rows split "
+                             "over programs", "ids")]
 
-        found.append(Match("argmax", {n}, [n], build,
-                           "argmax over the last dim → argmax (few long rows split over "
-                           "many programs)", ("library_kernel",), set(), (ARGMAX,)))
+            what = f"{kind} over the last dim → {fn.name} (few long rows split over many " \
+                "programs)"
+        else:
+            fn = ARGMIN_DIM if minimum else ARGMAX_DIM
+            kw = {"keepdim": True} if keepdim else {}
+
+            def build(g, m, x=x, fn=fn, dim=dim, kw=kw, kind=kind):
+                return [call(g, fn, (m(x), dim), kw, f"{kind} over a dim: contiguous tiles "
+                             "of the dims after it, running extremum per column", "ids")]
+
+            what = f"{kind} over dim {int(d)}" + (", keepdim" if keepdim else "") + \
+                f" → {fn.name} (tiles along the kept dims)"
+        found.append(Match(kind, {n}, [n], build, what, ("library_kernel",), set(),
+                           (fn,)))
     return found
 
 
@@ -180,6 +208,6 @@ def find_sum_dim(tr: TracedReference) -> list[Match]:
 
 SOFTMAX_TOPK_PATTERN = Pattern("softmax_topk", find_softmax_topk,
                                "MoE routing: softmax, top-k, renormalised")
-ARGMAX_PATTERN = Pattern("argmax", find_argmax, "argmax over the last dim")
+ARGMAX_PATTERN = Pattern("argmax", find_argmax, "argmax or argmin over one dim")
 SUM_DIM_PATTERN = Pattern("sum_dim", find_sum_dim,
                           "sum or mean over a dim other than the last")
