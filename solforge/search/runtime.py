@@ -281,7 +281,8 @@ def masked_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     there): its output is set to the reference's, NaN for a ``-inf`` fill (softmax of
     only ``-inf``), the mean of ``value`` over the keys for a finite one (uniform weights).
     Not covered: that mean with dropout active (``dropout_p > 0``: the reference drops
-    some of those uniform weights at random).
+    some of those uniform weights at random); a buffer rewritten after a CUDA graph was
+    captured (the replay repeats the choice made at capture, as it repeats all Python).
     """
     lq, lk = query.shape[-2], key.shape[-2]
     if buffer and _is_causal(source, masked, lq, lk):

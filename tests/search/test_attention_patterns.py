@@ -157,7 +157,9 @@ def get_init_inputs():
     return []
 '''
 TRIL = "torch.tril(torch.ones(block_size, block_size))"
-BANDED = "torch.tril(torch.ones(block_size, block_size)) - torch.tril(torch.ones(block_size, block_size), -4)"
+# a sliding window of 4 keys: lower-triangular, but not tril(ones)
+BANDED = ("torch.tril(torch.ones(block_size, block_size)) - "
+          "torch.tril(torch.ones(block_size, block_size), -4)")
 
 
 def test_nanogpt_attention_with_eval_dropout_passes_the_evaluator(ev, tmp_path):
@@ -353,3 +355,39 @@ def test_multihead_attention_whose_weights_matter_is_not_matched(tmp_path, mode,
 def test_a_module_in_eval_mode_with_dropout_is_matched(tmp_path):
     path = _file(tmp_path, "mha", MHA % {"mode": "", "p": 0.1, "body": KPM})
     assert _kinds(path) == ["mha_no_weights"]
+
+
+GQA_BESIDE = '''
+SOLFORGE = {"precision": "fp32", "workloads": [{"name": "s", "params": {}, "cpu": True}]}
+
+
+class Model(nn.Module):
+    def forward(self, q, k0, v0, keep):
+        k = k0[:, :, None, :, :].expand(1, 2, 3, 5, 8).reshape(1, 6, 5, 8)
+        v = v0[:, :, None, :, :].expand(1, 2, 3, 5, 8).reshape(1, 6, 5, 8)
+        a = F.softmax(((q @ k.transpose(-2, -1)) * 0.3).masked_fill(keep == 0, -1e9), -1) @ v
+        k2 = k0[:, :, None, :, :].expand(1, 2, 3, 5, 8).reshape(1, 6, 5, 8)
+        v2 = v0[:, :, None, :, :].expand(1, 2, 3, 5, 8).reshape(1, 6, 5, 8)
+        return a + F.scaled_dot_product_attention(q, k2, v2, attn_mask=keep != 0)
+
+
+def get_inputs():
+    keep = torch.rand(5, 5) > 0.3
+    keep[:, 0] = True
+    return [torch.randn(1, 6, 5, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8), keep]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_masked_attention_and_grouped_query_sdpa_compose_in_one_candidate(ev, tmp_path):
+    """The hand-written attention becomes masked_sdpa over its repeated keys (one pass:
+    its repeat stays); the SDPA call beside it drops its repeat (enable_gqa)."""
+    path = _file(tmp_path, "gqa_beside", GQA_BESIDE)
+    assert _kinds(path) == ["sdpa", "gqa"]
+    p, c = _candidate(path, "sdpa")
+    assert "masked_sdpa(q, reshape, reshape_1, keep, 0, fill=-1000000000.0" in c.source
+    assert "F.scaled_dot_product_attention(q, k0, v0, attn_mask=ne, enable_gqa=True)" in c.source
+    _passes(ev, p, c.source, tmp_path)

@@ -60,6 +60,6 @@ or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with 
 sliding-window or additive float mask written as matmul-softmax-matmul (a boolean
 ``masked_fill`` mask is covered), a mask applied before the scale, ``torch.where``
 masks, dropout with ``p > 0`` while training, and routing to FlexAttention;
-``nn.MultiheadAttention`` with ``is_causal=True`` or whose weights are read; exact-erf GeGLU; FP8 per-block
-(weight) quantization, FP8 dequantization, int8 quantization.
+``nn.MultiheadAttention`` with ``is_causal=True`` or whose weights are read; exact-erf
+GeGLU; FP8 per-block (weight) quantization, FP8 dequantization, int8 quantization.
 """
