@@ -4,7 +4,8 @@ reads → the same call with ``need_weights=False``.
 With ``need_weights=True`` (its default) ``nn.MultiheadAttention`` materialises the
 ``(L, S)`` weights of every head (``bmm``, ``softmax``, ``bmm``, and the mean over heads it
 returns); with ``False`` it calls ``F.scaled_dot_product_attention`` (a fused kernel, no
-weight matrix), or its own fused fast path in eval mode. The output is the same up to
+weight matrix). Its eval-mode fast path (no autograd, self-attention, ...) is PyTorch's
+native kernel either way, told not to return the weights. The output is the same up to
 fp32 rounding. Every other argument (``key_padding_mask``, ``attn_mask``,
 ``average_attn_weights``; the module's ``batch_first``, ``add_zero_attn``, ...) is kept
 as the reference passed it. Where a mask is passed, a query row some head lets attend
