@@ -43,6 +43,7 @@ that reads tensor values on the host gets no graph candidate).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +167,8 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
     decos, extra = wrap.decorators()
     if "F." in forward:
         imports.append("import torch.nn.functional as F")
+    if re.search(r"\bmath\.", forward):
+        imports.append("import math")
     source = standalone_file(problem=ctx.problem.name, candidate=name, summary=summary,
                              details=details, levers=levers, reference_path=ctx.problem.path,
                              imports=imports + extra, forward=forward, decorators=decos)
@@ -292,7 +295,7 @@ def conv_family(ctx: SearchContext):
                                    "normalisation and activation work after them.")
 
 
-_SDPA_KINDS = {"sdpa", "gqa"}
+_SDPA_KINDS = {"sdpa", "gqa", "mha_no_weights"}
 
 
 def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,

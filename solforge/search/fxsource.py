@@ -41,7 +41,7 @@ _BINARY = {
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 # names the generated module binds at top level; graph values must not shadow them
-RESERVED = {"torch", "F", "nn", "self", REFERENCE, REFERENCE_CLS, "ModelNew", "import_file",
+RESERVED = {"torch", "F", "nn", "math", "self", REFERENCE, REFERENCE_CLS, "ModelNew", "import_file",
             "super", "tuple", "list", "dict", "float", "int", "slice", "getattr", "len"}
 
 
@@ -56,6 +56,8 @@ def _fn_name(fn: Any, imports: dict[Any, str]) -> str:
         return f"torch.{name}"
     if name and getattr(builtins, name, None) is fn:
         return name
+    if name and getattr(math, name, None) is fn:  # size arithmetic: math.sqrt(k.size(-1))
+        return f"math.{name}"
     if name and getattr(torch.Tensor, name, None) is fn:
         return f"torch.Tensor.{name}"
     qual = fx.node._get_qualified_name(fn)
@@ -198,7 +200,8 @@ class _Printer:
 
 def forward_source(graph: fx.Graph, imports: dict[Any, str]) -> str:
     """``def forward(...)`` printing ``graph``; ``imports`` maps called objects to the
-    names the file imports them under."""
+    names the file imports them under (``torch``, ``F`` and ``math`` are the file's
+    own imports)."""
     p = _Printer(graph, imports)
     body = "\n".join(p.body())
     return f"def forward({p.signature()}):\n{textwrap.indent(body, '    ')}\n"

@@ -21,9 +21,11 @@ its own through :func:`register_pattern`, the same table.
 
 Not covered: patterns spread over several graphs (a model split into modules fx keeps as
 leaves is matched only where the leaf is itself a pattern: ``nn.LayerNorm``, ``nn.SiLU``,
-``nn.GELU``, ``nn.Linear``, ``nn.Softmax``, ``nn.CrossEntropyLoss``); algebraic rewrites
-(``1 / sqrt`` for ``rsqrt``, a scale folded into q); anything the example values cannot
-tell (values of masks are checked by their construction, never by their contents).
+``nn.GELU``, ``nn.Linear``, ``nn.Softmax``, ``nn.CrossEntropyLoss``,
+``nn.MultiheadAttention``); algebraic rewrites (``1 / sqrt`` for ``rsqrt``, a scale folded
+into q); anything the example values cannot tell (values of masks are checked by their
+construction, never by their contents, when matching; the one check of contents, whether a
+buffer mask is causal, runs in the generated file: ``runtime.masked_sdpa``).
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class Pattern:
 _PATTERNS: dict[str, str | Pattern] = {
     "sdpa": "solforge.search.patterns.attention:SDPA_PATTERN",
     "gqa": "solforge.search.patterns.gqa:GQA_PATTERN",
+    "mha_no_weights": "solforge.search.patterns.mha:MHA_PATTERN",
     "fp8_quant": "solforge.search.patterns.quant:FP8_QUANT_PATTERN",
     "lowp_gemm": "solforge.search.patterns.lowp_gemm:LOWP_GEMM_PATTERN",
     "rms_norm": "solforge.search.patterns.norms:RMS_NORM_PATTERN",
@@ -138,6 +141,9 @@ _FUNCTIONS: dict[Any, str] = {
     torch.tensor: "tensor", torch.square: "square", F.scaled_dot_product_attention: "sdpa",
     torch.argmax: "argmax", torch.topk: "topk", torch.sum: "sum", torch.argmin: "argmin",
     F.cross_entropy: "cross_entropy",
+    torch.masked_fill: "masked_fill", operator.eq: "eq", torch.eq: "eq",
+    operator.invert: "not", torch.logical_not: "not", torch.bitwise_not: "not",
+    F.dropout: "dropout",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -149,10 +155,13 @@ _METHODS = {
     "to": "cast", "float": "cast", "half": "cast", "bfloat16": "cast", "double": "cast",
     "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
     "argmin": "argmin",
+    "masked_fill": "masked_fill", "eq": "eq", "logical_not": "not", "bitwise_not": "not",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",
-                             nn.LogSoftmax: "log_softmax", nn.CrossEntropyLoss: "cross_entropy"}
+                             nn.LogSoftmax: "log_softmax", nn.CrossEntropyLoss: "cross_entropy",
+                             nn.Dropout: "dropout",
+                             nn.MultiheadAttention: "multihead_attention"}
 
 
 def op(a: Any) -> str | None:

@@ -1,23 +1,29 @@
 """Small runtime pieces the generated solutions import: backend flags, channels-last
 inputs, CUDA-graph replay (a class and a ``forward`` decorator), the low-precision GEMMs
-of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with a TF32 fallback). Kept here so a generated
-file stays a page of readable code.
+of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with a TF32 fallback), the
+masked attention of ``patterns/attention.py`` (:func:`masked_sdpa`) and the rows
+``nn.MultiheadAttention`` leaves without keys (:func:`nan_where_no_key`,
+``patterns/mha.py``). Kept here so a generated file stays a page of readable code.
 
 Not covered: CUDA graphs of a forward that synchronises with the host, allocates with
 data-dependent sizes or reads a tensor's values in Python (capture fails with PyTorch's
-error, and the candidate fails with it); several devices in one forward.
+error, and the candidate fails with it; :func:`masked_sdpa` reads a buffer mask once per
+buffer version, before capture, in the warm-up calls); several devices in one forward.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch.utils._pytree import tree_map
+from torch.utils.weak import WeakIdKeyDictionary
 
 
 @contextmanager
@@ -224,3 +230,101 @@ def cuda_graphed(method: Callable[..., Any]) -> Callable[..., Any]:
         return graphed(*args)
 
     return wrapper
+
+
+# -- attention ------------------------------------------------------------------------------
+# per mask buffer, by identity (a buffer replaced by .to() or a new module is a new key;
+# tensors compare elementwise, so not a WeakKeyDictionary): for each (version, view,
+# masked value), whether the view's kept entries are tril(ones(L, S))
+_CAUSAL: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _keep(source: torch.Tensor, masked: Any) -> torch.Tensor:
+    """SDPA's boolean mask (True: the key takes part) of ``masked_fill(source == masked)``."""
+    if source.dtype == torch.bool and isinstance(masked, bool):
+        return source if masked is False else ~source
+    return source != masked
+
+
+@torch.compiler.disable  # a host read, once per buffer version: not for a compiled graph
+def _is_causal(source: torch.Tensor, masked: Any, lq: int, lk: int) -> bool:
+    """Whether the keys ``source`` keeps are exactly ``tril(ones(lq, lk))`` (SDPA's
+    ``is_causal``) in every leading index. Cached per buffer, version (every in-place
+    write, ``load_state_dict``'s copy included, bumps it) and view; the first call of each
+    reads the values on the host."""
+    if tuple(source.shape[-2:]) != (lq, lk):
+        return False
+    base = source._base if source._base is not None else source
+    key = (source._version, source.storage_offset(), tuple(source.shape), source.stride(),
+           type(masked), masked)
+    seen = _CAUSAL.setdefault(base, {})
+    if key not in seen:
+        tril = torch.ones(lq, lk, dtype=torch.bool, device=source.device).tril()
+        seen[key] = bool(torch.equal(_keep(source, masked), tril.expand(source.shape)))
+    return seen[key]
+
+
+def masked_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                source: torch.Tensor, masked: Any, *, fill: float, scale: float | None = None,
+                dropout_p: float = 0.0, buffer: bool = False) -> torch.Tensor:
+    """``softmax(masked_fill(query @ key^T * scale, source == masked, fill)) @ value`` as
+    one ``F.scaled_dot_product_attention`` call (``patterns/attention.py`` matches it).
+
+    ``source == masked`` is the reference's mask: ``source`` itself for a boolean mask
+    (``masked=True``), its negation (``False``), or a comparison (``bias == 0``). ``fill``
+    is ``-inf`` or a large negative number (a masked key's weight ``exp(fill - max)`` is
+    then 0 in fp32). With ``buffer`` (``source`` is a slice of a module buffer), a mask
+    that keeps exactly ``tril(ones(L, S))`` runs SDPA's causal kernel, no mask read; that
+    is checked on the values (:func:`_is_causal`), never assumed from a name.
+
+    A row whose every key is masked has no SDPA equivalent (the backends give 0 or NaN
+    there): its output is set to the reference's, NaN for a ``-inf`` fill (softmax of
+    only ``-inf``), the mean of ``value`` over the keys for a finite one (uniform weights).
+    Not covered: that mean with dropout active (``dropout_p > 0``: the reference drops
+    some of those uniform weights at random); a buffer rewritten after a CUDA graph was
+    captured (the replay repeats the choice made at capture, as it repeats all Python).
+    """
+    lq, lk = query.shape[-2], key.shape[-2]
+    if buffer and _is_causal(source, masked, lq, lk):
+        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p,
+                                              is_causal=True, scale=scale)
+    keep = _keep(source, masked)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=keep,
+                                         dropout_p=dropout_p, scale=scale)
+    some = keep.any(-1, keepdim=True)
+    if math.isinf(fill):
+        return out.masked_fill(~some, math.nan)
+    return torch.where(some, out, value.mean(-2, keepdim=True))
+
+
+def _masked_entries(mask: torch.Tensor) -> torch.Tensor:
+    # nn.MultiheadAttention's masks: boolean True or float -inf masks an entry
+    return mask if mask.dtype == torch.bool else mask == -math.inf
+
+
+def nan_where_no_key(mha: torch.nn.MultiheadAttention, out: torch.Tensor,
+                     key_padding_mask: torch.Tensor | None = None,
+                     attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``out`` (the attention output ``mha`` computed with ``need_weights=False``) with NaN
+    in every query row that some head lets attend to no key (``key_padding_mask`` and
+    ``attn_mask`` merged): what ``mha`` computes with ``need_weights=True``, a softmax of
+    only ``-inf``, where the SDPA path gives 0 or NaN by backend. ``add_zero_attn`` and
+    ``bias_k`` add a key no mask covers: no such row then. Not covered: a float mask that
+    masks with a finite value (no row is "empty" then, in either path)."""
+    if key_padding_mask is None and attn_mask is None or mha.add_zero_attn or \
+            mha.bias_k is not None:
+        return out
+    batched = out.dim() == 3
+    b = (out.shape[0] if mha.batch_first else out.shape[1]) if batched else 1
+    masked = torch.zeros((), dtype=torch.bool, device=out.device)
+    if key_padding_mask is not None:
+        masked = masked | _masked_entries(key_padding_mask).reshape(b, 1, 1, -1)
+    if attn_mask is not None:
+        a = _masked_entries(attn_mask)
+        heads = 1 if a.dim() == 2 or a.shape[0] == 1 else mha.num_heads
+        masked = masked | a.reshape(-1 if heads > 1 else 1, heads, *a.shape[-2:])
+    no_key = masked.all(-1).any(1)  # (batch, query) or broadcastable to it
+    if not batched:
+        return out.masked_fill(no_key[0].unsqueeze(-1), math.nan)
+    rows = no_key if mha.batch_first else no_key.transpose(0, 1)
+    return out.masked_fill(rows.unsqueeze(-1), math.nan)

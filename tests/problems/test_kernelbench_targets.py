@@ -2,7 +2,7 @@
 and DIR:N-M are targets; the level is the category and part of the name; files that fail to
 load are reported and the rest load.
 
-The checkout is ``tests/fixtures/kernelbench`` (five real KernelBench files, unchanged, see
+The checkout is ``tests/fixtures/kernelbench`` (seven real KernelBench files, unchanged, see
 its README); checkouts with scripts, broken or extra files are copies of it in tmp_path.
 Not covered here: level 4 with ``transformers`` installed (its files download model configs
 when imported) and evaluating KernelBench-size problems, which need a GPU, bar one small
@@ -27,7 +27,8 @@ from tests.conftest import FIXTURES, PROBLEMS
 KB = FIXTURES / "kernelbench"
 LEVEL1 = KB / "KernelBench" / "level1"
 NAMES = ["kb_l1_19_ReLU", "kb_l1_51_Argmax_over_a_dimension", "kb_l2_1_Conv2D_ReLU_BiasAdd",
-         "kb_l3_1_MLP", "kb_l3_32_ConvolutionalVisionTransformer"]
+         "kb_l3_1_MLP", "kb_l3_31_VisionAttention", "kb_l3_32_ConvolutionalVisionTransformer",
+         "kb_l3_43_MinGPTCausalAttention"]
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -72,7 +73,7 @@ def test_stems_repeated_across_levels_stay_apart(tmp_path):
     problems, broken = resolve_target(str(root))
     names = [p.name for p in problems]
     assert "kb_l1_19_ReLU" in names and "kb_l2_19_ReLU" in names
-    assert len(set(names)) == len(names) == 6 and broken == []
+    assert len(set(names)) == len(names) == 8 and broken == []
 
 
 def test_a_checkout_root_takes_only_its_level_folders(tmp_path):
@@ -80,7 +81,7 @@ def test_a_checkout_root_takes_only_its_level_folders(tmp_path):
     (root / "KernelBench" / "changelog").mkdir()
     (root / "KernelBench" / "changelog" / "v0.1").write_text("notes\n")
     files = problem_files(root)
-    assert [f.parent.name for f in files] == ["level1"] * 2 + ["level2"] + ["level3"] * 2
+    assert [f.parent.name for f in files] == ["level1"] * 2 + ["level2"] + ["level3"] * 4
     problems, broken = resolve_target(str(root))
     assert [p.name for p in problems] == NAMES and broken == []
     # a folder without level folders is read as before: every *.py under it
@@ -166,7 +167,7 @@ def test_problems_list_shows_a_checkout_and_what_failed(tmp_path):
     root = _with_broken(tmp_path)
     r = _cli("problems", "list", str(root))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "5 problems, 2 files failed to load" in r.stdout
+    assert "7 problems, 2 files failed to load" in r.stdout
     for name in NAMES:
         assert name in r.stdout
     assert "failed to load " + str(root / "KernelBench" / "level1" / "20_LeakyReLU.py") \
@@ -175,8 +176,9 @@ def test_problems_list_shows_a_checkout_and_what_failed(tmp_path):
     assert r.returncode == 0, r.stderr
     listed = json.loads(r.stdout)
     assert [(p["name"], p["category"], p["source"]) for p in listed] == [
-        ("kb_l3_1_MLP", "L3", "kernelbench"),
-        ("kb_l3_32_ConvolutionalVisionTransformer", "L3", "kernelbench")]
+        ("kb_l3_1_MLP", "L3", "kernelbench"), ("kb_l3_31_VisionAttention", "L3", "kernelbench"),
+        ("kb_l3_32_ConvolutionalVisionTransformer", "L3", "kernelbench"),
+        ("kb_l3_43_MinGPTCausalAttention", "L3", "kernelbench")]
     assert r.stderr.count("failed to load ") == 2 and "ModuleNotFoundError" in r.stderr
     r = _cli("problems", "list", f"{root}:300")
     assert r.returncode == 2 and "no problem file numbered 300" in r.stdout

@@ -7,8 +7,19 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   [cast] ``matmul(., v)`` → ``F.scaled_dot_product_attention(q, k, v, is_causal=...,
   scale=...)``; q, k may be cast to fp32 first (scores in fp32, as fused kernels keep
   them); q, k, v and the output share one dtype. The causal mask is recognised by its
-  construction (``full`` of a value at or below -1e30, ``triu(1)``, square); any other mask
-  is left alone.
+  construction (``full`` of a value at or below -1e30, ``triu(1)``, square); any other
+  additive mask is left alone.
+- ``sdpa`` (masked): the same with ``.masked_fill(M, -inf or at most -1e4)`` before the
+  softmax and a dropout that is the identity as traced (``p == 0``, eval mode) before
+  ``@ v`` → ``runtime.masked_sdpa``: SDPA with the boolean mask ``M`` leaves
+  (``X == c`` → ``X != c``, ``~X`` → ``X``); where ``X`` is a module buffer (minGPT's
+  ``bias[:, :, :T, :T] == 0``), SDPA's causal kernel when its values are
+  ``tril(ones)``, checked at run time once per buffer version; rows with no key left get
+  the reference's NaN (or mean of ``v`` for a finite fill).
+- ``mha_no_weights``: an ``nn.MultiheadAttention`` call whose attention weights are
+  unused (``out, _ = self.attn(q, k, v)``) → the same call with ``need_weights=False``
+  (SDPA, no ``(L, S)`` weight matrix), its other arguments kept; with a mask, rows no
+  key is left to get NaN, as with weights (``runtime.nan_where_no_key``).
 - ``gqa``: ``repeat_kv`` (``x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)``,
   or with ``unsqueeze(2)``) of both keys and values feeding an SDPA call → the same call
   on the shared heads with ``enable_gqa=True``, its mask, scale and causal flag kept.
@@ -59,7 +70,9 @@ parameters in another dtype than the input's; argmax/argmin of the flattened ten
 (``dim=None``) or of integers; cross-entropy with class weights, label smoothing,
 probability targets or logits of other than 2 dims; interleaved (GPT-J)
 or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
-sliding-window or additive mask written as matmul-softmax-matmul, dropout, and routing to
-FlexAttention; exact-erf GeGLU; FP8 per-block
-(weight) quantization, FP8 dequantization, int8 quantization.
+sliding-window or additive float mask written as matmul-softmax-matmul (a boolean
+``masked_fill`` mask is covered), a mask applied before the scale, ``torch.where``
+masks, dropout with ``p > 0`` while training, and routing to FlexAttention;
+``nn.MultiheadAttention`` with ``is_causal=True`` or whose weights are read; exact-erf
+GeGLU; FP8 per-block (weight) quantization, FP8 dequantization, int8 quantization.
 """

@@ -1,7 +1,42 @@
-"""``sdpa``: attention spelled as matmul, softmax, matmul → one fused SDPA call."""
+"""``sdpa``: attention spelled as matmul, softmax, matmul → one fused SDPA call.
+
+``q @ k^T`` [``* scale`` or ``/ c``] [a mask] ``softmax(-1)`` [cast] [dropout] ``@ v``,
+where the mask is one of:
+
+- ``+ torch.full((L, L), -big).triu(1)``: recognised by its construction, passed as
+  ``is_causal=True``;
+- ``.masked_fill(M, fill)`` with a boolean ``M`` and ``fill`` ``-inf`` or at most
+  ``-1e4``: ``M`` is ``X == c`` (``bias[:, :, :T, :T] == 0``, minGPT's and nanoGPT's
+  causal buffer), ``~X`` / ``X.logical_not()`` of a boolean ``X``, or any other boolean
+  tensor. The call becomes ``runtime.masked_sdpa(q, k, v, X, c, fill=...)``: SDPA with
+  ``attn_mask = (X != c)`` (True: the key takes part); when ``X`` is (a slice of) a module
+  tensor, SDPA's causal kernel instead wherever its values are ``tril(ones(L, S))``,
+  checked in the generated file on the values once per buffer version, never assumed
+  from the attribute's name. Rows with no key left get the reference's value there (NaN
+  for ``-inf``, the mean of ``v`` for a finite fill: see ``masked_sdpa``).
+
+A dropout between the softmax and ``@ v`` (``nn.Dropout``, ``F.dropout``) is matched
+where it is the identity as traced (``p == 0``, or the module in eval mode, or
+``training=False``); it becomes SDPA's ``dropout_p``, which is the dropout's ``p`` while
+it trains and 0 otherwise, so the candidate keeps the reference's meaning if the mode or
+``p`` changes later (random masks are not reproduced then, by either side).
+
+A finite fill is exact where a row keeps a key whose score is above ``fill + 104`` (the
+masked keys' weights, ``exp(fill - max)``, underflow to 0 in fp32): the fill at most
+``-1e4`` makes that every score of a real model. The scale may be a number, an attribute
+or a number computed in ``forward`` (``1.0 / math.sqrt(k.size(-1))``), kept as written.
+
+Not covered: a mask applied before the scale (``(s.masked_fill(m, -inf)) * c``), fills
+above ``-1e4``, ``torch.where(mask, s, -inf)`` (GPT-2's old spelling), masks added as
+float tensors (other than the ``triu`` construction), dropout with ``p > 0`` while
+training (its random weights cannot be reproduced), in-place ``masked_fill_``.
+"""
 
 from __future__ import annotations
 
+import math
+import operator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -9,6 +44,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 
 from solforge.search.match import (
+    LibraryFunction,
     Match,
     Pattern,
     arg,
@@ -20,14 +56,18 @@ from solforge.search.match import (
     op,
     operands,
     shape,
-    split_constant,
     tensor,
+    val,
 )
 from solforge.search.patterns.common import (
     FLOATS,
     graph_nodes,
 )
 from solforge.search.trace import AttrRef, TracedReference
+
+MASKED_SDPA = LibraryFunction("masked_sdpa", module="solforge.search.runtime")
+# a finite masked_fill value at or below this is a mask (exp(fill - max) is 0 in fp32)
+FILL_AT_MOST = -1e4
 
 
 def _causal_mask(m: Any, lq: int, lk: int) -> set[fx.Node] | None:
@@ -43,6 +83,120 @@ def _causal_mask(m: Any, lq: int, lk: int) -> set[fx.Node] | None:
     return {m, full}
 
 
+@dataclass
+class _Mask:
+    """``masked_fill(source == masked, fill)``, as ``runtime.masked_sdpa`` takes it."""
+
+    source: fx.Node
+    masked: Any                  # the constant marking a masked entry of ``source``
+    fill: Any                    # -inf or a number at most FILL_AT_MOST (or an attribute)
+    buffer: bool                 # ``source`` is a module tensor or a slice of one
+    nodes: set[fx.Node] = field(default_factory=set)  # the comparison/negation, if any
+
+
+def _is_module_tensor(n: Any) -> bool:
+    """``self.<buffer>`` or ``self.<buffer>[slices]``."""
+    if op(n) == "getitem":
+        idx = n.args[1]
+        parts = idx if isinstance(idx, tuple) else (idx,)
+        if not all(isinstance(p, slice) or p is None or p is Ellipsis for p in parts):
+            return False
+        n = n.args[0]
+    return isinstance(n, fx.Node) and n.op == "get_attr" and tensor(n) is not None
+
+
+def _describe(n: fx.Node) -> str:
+    """``self.bias[...]`` for a module tensor (or a slice of one), else the node's name."""
+    if n.op == "get_attr":
+        return f"self.{n.target}"
+    if op(n) == "getitem" and n.args[0].op == "get_attr":
+        return f"self.{n.args[0].target}[...]"
+    return n.name
+
+
+def _constant(c: Any) -> bool:
+    return not isinstance(c, fx.Node) and (isinstance(c, bool) or number(c) is not None)
+
+
+def _mask(mf: fx.Node) -> _Mask | None:
+    """The mask of ``scores.masked_fill(M, fill)``, or None where it is no exact mask."""
+    if len(mf.users) != 1 or shape(mf) != shape(arg(mf, 0)):
+        return None
+    m, value = arg(mf, 1, "mask"), arg(mf, 2, "value")
+    fill = number(value)
+    if dtype(m) != torch.bool or fill is None or \
+            not (fill == -math.inf or fill <= FILL_AT_MOST):
+        return None
+    source, masked, nodes = m, True, set()
+    if op(m) == "eq":
+        a, b = operands(m)
+        for x, c in ((a, b), (b, a)):
+            if tensor(x) is not None and _constant(c):
+                source, masked, nodes = x, c, {m}
+                break
+    elif op(m) == "not" and dtype(arg(m, 0)) == torch.bool:
+        source, masked, nodes = arg(m, 0), False, {m}
+    return _Mask(source, masked, value, _is_module_tensor(source), nodes)
+
+
+def _identity_dropout(d: fx.Node) -> tuple[str, Any] | None:
+    """How SDPA's ``dropout_p`` reads a dropout that is the identity as traced:
+    ``("module", target)`` (its ``p`` while it trains) or ``("p", p)`` (``F.dropout``
+    with ``training=True``, ``p`` 0); ``("none", None)`` for ``training=False``. None:
+    a dropout that drops (or one not read here)."""
+    if len(d.users) != 1:
+        return None
+    if d.op == "call_module":
+        mod = d.meta["module"]
+        return ("module", str(d.target)) if mod.p == 0 or not mod.training else None
+    p, training = arg(d, 1, "p", 0.5), arg(d, 2, "training", True)
+    if arg(d, 3, "inplace", False) is not False or not isinstance(training, bool):
+        return None
+    if not training:
+        return ("none", None)
+    return ("p", p) if number(p) == 0 else None
+
+
+def _dropout_p(g: fx.Graph, dropout: tuple[str, Any] | None) -> Any:
+    if dropout is None or dropout[0] == "none":
+        return None
+    if dropout[0] == "p":
+        return dropout[1]
+    p = g.create_node("get_attr", f"{dropout[1]}.p")
+    training = g.create_node("get_attr", f"{dropout[1]}.training")
+    node = g.create_node("call_function", operator.mul, (p, training))
+    node.meta["solforge_comment"] = "the reference's dropout p while it trains, else 0"
+    return node
+
+
+def _scalar(a: Any) -> bool:
+    """A number: a constant, an attribute, or a Python number computed in ``forward``."""
+    v = val(a)
+    return _constant(a) and not isinstance(a, bool) or \
+        isinstance(a, fx.Node) and isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _scaled(s: fx.Node) -> tuple[fx.Node, Any] | None:
+    """``(x, c)`` of ``x * c``, ``c * x`` or ``x / c`` with a tensor ``x`` and a number
+    ``c``."""
+    a, b = operands(s)
+    if tensor(a) is not None and _scalar(b):
+        return a, b
+    if op(s) == "mul" and tensor(b) is not None and _scalar(a):
+        return b, a
+    return None
+
+
+def _scale_arg(g: fx.Graph, m: Any, kind: str, c: Any) -> Any:
+    if kind == "none":
+        return 1.0
+    if kind == "mul":
+        return m(c)
+    if not isinstance(c, (fx.Node, AttrRef)):
+        return 1.0 / number(c)
+    return g.create_node("call_function", operator.truediv, (1.0, m(c)))
+
+
 def find_sdpa(tr: TracedReference) -> list[Match]:
     found = []
     for out in graph_nodes(tr):
@@ -50,6 +204,13 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
             continue
         p, v = operands(out)
         nodes, optional = {out}, set()
+        dropout = None
+        if op(p) == "dropout":
+            dropout = _identity_dropout(p)
+            if dropout is None:
+                continue
+            nodes.add(p)
+            p = arg(p, 0)
         p0 = cast_source(p)
         if p0 is not None and len(p.users) == 1:
             nodes.add(p)
@@ -59,12 +220,19 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
             continue
         nodes.add(p)
         s = arg(p, 0)
-        causal = False
-        if op(s) == "add" and len(s.users) == 1:
+        causal, mask = False, None
+        if op(s) == "masked_fill":
+            mask = _mask(s)
+            if mask is None:
+                continue
+            nodes.add(s)
+            optional |= mask.nodes
+            s = arg(s, 0)
+        elif op(s) == "add" and len(s.users) == 1:
             a, b = operands(s)
             sc = tensor(s)
-            for scores, mask in ((a, b), (b, a)):
-                mnodes = _causal_mask(mask, sc.shape[-2], sc.shape[-1]) \
+            for scores, mnodes in ((a, b), (b, a)):
+                mnodes = _causal_mask(mnodes, sc.shape[-2], sc.shape[-1]) \
                     if sc is not None else None
                 if mnodes is not None and tensor(scores) is not None and \
                         shape(scores) == shape(s):
@@ -74,14 +242,13 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
                     break
             if not causal:
                 continue
-        scale: Any = 1.0
+        scale_kind, c = "none", None
         if op(s) in ("mul", "div") and len(s.users) == 1:
-            s0, c = split_constant(s)
-            if s0 is None or (op(s) == "div" and (isinstance(c, AttrRef) or operands(s)[1] is s0)):
+            split = _scaled(s)
+            if split is None:
                 continue
-            scale = c if op(s) == "mul" else 1.0 / number(c)
             nodes.add(s)
-            s = s0
+            (s, c), scale_kind = split, op(s)
         if op(s) != "matmul" or len(s.users) != 1:
             continue
         nodes.add(s)
@@ -107,17 +274,44 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
         if dtype(kf) not in (dt, torch.float32) or dtype(qf) != dtype(kf):
             continue
 
-        def build(g, m, q=q, k=k, v=v, causal=causal, scale=scale):
-            kwargs = {"is_causal": True} if causal else {}
-            kwargs["scale"] = scale
-            return [call(g, F.scaled_dot_product_attention, (m(q), m(k), m(v)), kwargs,
-                         "matmul-softmax-matmul attention as one fused SDPA call", "attn")]
+        def build(g, m, q=q, k=k, v=v, causal=causal, mask=mask, scale=(scale_kind, c),
+                  dropout=dropout):
+            kwargs: dict[str, Any] = {"scale": _scale_arg(g, m, *scale)}
+            dropout_p = _dropout_p(g, dropout)
+            if dropout_p is not None:
+                kwargs["dropout_p"] = dropout_p
+            if mask is None:
+                if causal:
+                    kwargs = {"is_causal": True, **kwargs}
+                return [call(g, F.scaled_dot_product_attention, (m(q), m(k), m(v)), kwargs,
+                             "matmul-softmax-matmul attention as one fused SDPA call",
+                             "attn")]
+            kwargs = {"fill": mask.fill, **kwargs}
+            if mask.buffer:
+                kwargs["buffer"] = True
+            why = ("masked attention in one SDPA call: is_causal where the buffer's mask "
+                   "is tril(ones), checked once per buffer version" if mask.buffer else
+                   "masked attention in one SDPA call, with the boolean mask it keeps")
+            return [call(g, MASKED_SDPA, (m(q), m(k), m(v), m(mask.source), mask.masked),
+                         kwargs, why, "attn")]
 
-        what = "causal " if causal else ""
+        what = "causal " if causal else "masked " if mask is not None else ""
+        c_text = "a number computed in forward" if isinstance(c, fx.Node) else repr(c)
+        scale = {"none": "1", "mul": c_text, "div": f"1 / {c_text}"}[scale_kind]
+        extra = ""
+        if mask is not None:
+            extra = (f"; masked_fill({_describe(mask.source)} == {mask.masked!r}, "
+                     f"{mask.fill!r})" + (", is_causal where its values are tril(ones)"
+                                          if mask.buffer else ""))
+        if dropout is not None:
+            extra += "; dropout (identity as traced) as dropout_p"
+        target = "runtime.masked_sdpa" if mask is not None else "F.scaled_dot_product_attention"
         found.append(Match("sdpa", nodes, [out], build,
                            f"{what}attention spelled as matmul, softmax, matmul "
-                           f"(scale {scale!r}) → F.scaled_dot_product_attention",
-                           ("sdpa", "fusion"), optional, (F.scaled_dot_product_attention,)))
+                           f"(scale {scale}{extra}) → {target}",
+                           ("sdpa", "fusion"), optional,
+                           (MASKED_SDPA,) if mask is not None
+                           else (F.scaled_dot_product_attention,)))
     return found
 
 
