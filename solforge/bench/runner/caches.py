@@ -15,9 +15,22 @@ it copies back are regular files and links as links (a link is followed later on
 the next runner's own permissions). A cache over :data:`KEEP_MB` is not kept (the next
 runner of that candidate compiles again).
 
+Absolute paths: what the compilers cache names the runner that built it. TorchInductor's
+cached output code sets ``os.environ['TRITON_CACHE_DIR']`` (and its own cache directory) to
+the building runner's paths, so a fresh runner that loaded it sent Triton to a directory
+its view makes read-only: ``OSError: [Errno 30] Read-only file system:
+'/tmp/solforge-runner-…'`` at the first call, and a winner compiled with ``torch.compile``
+failed its re-measurement (H100, session 18). :func:`keep` records the building runner's
+working directory beside the store (``ORIGIN``) and :func:`seed` rewrites it, byte for byte,
+to the new runner's in every copied file and link target. Both are ``mkdtemp`` names of one
+length in one temporary directory, so a pickled or compiled string keeps its length and
+every length prefix stays right.
+
 Not covered: disk space across candidates (one store per candidate is never pruned; the
 cache root can be removed at any time); a candidate's own cache poisoned by itself (its
-code decides its kernels anyway).
+code decides its kernels anyway); runners whose working directories differ in length (a
+store kept under another temporary directory): their paths are left as they are, and a
+compiler that follows one recompiles or fails as before.
 """
 
 from __future__ import annotations
@@ -31,6 +44,8 @@ from pathlib import Path
 from solforge import env
 
 KEEP_MB = 2048
+# beside a store: the working directory of the runner whose cache it is
+ORIGIN = ".origin"
 
 
 def key(solution: Path) -> str:
@@ -79,9 +94,43 @@ def seed(candidate: str, cache: Path, uid: int | None = None) -> None:
     """Copy the candidate's kept caches into a runner's ``cache`` directory."""
     src = store(candidate)
     if src.is_dir():
-        shutil.copytree(src, cache, symlinks=True, dirs_exist_ok=True)
+        shutil.copytree(src, cache, symlinks=True, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(ORIGIN))
+        origin = src.with_name(src.name + ORIGIN)
+        if origin.is_file():
+            relocate(cache, origin.read_text(), str(cache.parent))
     if uid is not None:
         _chown(cache, uid)
+
+
+def relocate(root: Path, old: str, new: str) -> int:
+    """Rewrite ``old`` to ``new`` in every regular file and link target under ``root``
+    (module docstring); only when both have one length and differ. Returns how many files
+    and links changed."""
+    a, b = old.encode(), new.encode()
+    if len(a) != len(b) or a == b or not a:
+        return 0
+    changed = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            try:
+                if os.path.islink(path):
+                    target = os.readlink(path)
+                    if old in target:
+                        os.unlink(path)
+                        os.symlink(target.replace(old, new), path)
+                        changed += 1
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
+                if a in data:
+                    with open(path, "r+b") as f:
+                        f.write(data.replace(a, b))
+                    changed += 1
+            except OSError:
+                continue  # a file it cannot rewrite keeps the old path (recompiles)
+    return changed
 
 
 def keep(candidate: str, cache: Path) -> None:
@@ -95,8 +144,9 @@ def keep(candidate: str, cache: Path) -> None:
         shutil.copytree(cache, tmp, symlinks=True, ignore=_special)
         shutil.rmtree(dest, ignore_errors=True)
         os.replace(tmp, dest)
+        dest.with_name(dest.name + ORIGIN).write_text(str(cache.parent))
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["KEEP_MB", "keep", "key", "seed", "store"]
+__all__ = ["KEEP_MB", "ORIGIN", "keep", "key", "relocate", "seed", "store"]
