@@ -31,7 +31,7 @@ from solforge.kernels.triton._common import (
     row_splits,
     sm_count,
 )
-from solforge.kernels.triton.row_argmax import argmax, argmin
+from solforge.kernels.triton.row_argmax import argmax, argmin, arg_tile_step
 
 # an index past any dim: "none found"
 _NONE = tl.constexpr(2 ** 62)
@@ -88,14 +88,7 @@ def _arg_dim_kernel(x_ptr, val_ptr, idx_ptr, out_ptr, K, B, stride_a, stride_k, 
         x = x.to(tl.float32)
         if MIN:
             x = tl.where(ok, -x, float("-inf"))
-        is_nan = x != x
-        nan_idx = tl.minimum(nan_idx, tl.min(tl.where(is_nan, k[:, None], _NONE), axis=0))
-        x = tl.where(is_nan, float("-inf"), x)
-        tile_best = tl.max(x, axis=0)
-        tile_idx = tl.min(tl.where(x == tile_best[None, :], k[:, None], _NONE), axis=0)
-        better = tile_best > best  # equal maxima: the earlier tile's index is lower
-        best_idx = tl.where(better, tile_idx, best_idx)
-        best = tl.maximum(best, tile_best)
+        best, best_idx, nan_idx = arg_tile_step(x, k[:, None], best, best_idx, nan_idx)
     has_nan = nan_idx < _NONE
     result = tl.where(has_nan, nan_idx, best_idx)
     if FINAL:

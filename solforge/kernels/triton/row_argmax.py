@@ -27,6 +27,23 @@ _NONE = tl.constexpr(2 ** 62)
 
 
 @triton.jit
+def arg_tile_step(x, idx, best, best_idx, nan_idx):
+    """One tile of a running argmax over axis 0 of ``x`` (fp32; a NaN counts as the
+    maximum): ``idx`` holds each element's index along that axis (broadcast to ``x``), and
+    the running maximum, its lowest index and the lowest NaN index come back updated.
+    Shared by this module's row kernel and ``arg_reduce_dim``'s column kernel."""
+    is_nan = x != x
+    nan_idx = tl.minimum(nan_idx, tl.min(tl.where(is_nan, idx, _NONE), axis=0))
+    x = tl.where(is_nan, float("-inf"), x)
+    tile_best = tl.max(x, axis=0)
+    tile_idx = tl.min(tl.where(x == tile_best, idx, _NONE), axis=0)
+    better = tile_best > best  # equal maxima: the earlier tile's index is lower
+    best_idx = tl.where(better, tile_idx, best_idx)
+    best = tl.maximum(best, tile_best)
+    return best, best_idx, nan_idx
+
+
+@triton.jit
 def _argmax_pieces_kernel(x_ptr, val_ptr, idx_ptr, out_ptr, N, stride_x, CHUNK, S,
                           BLOCK_N: tl.constexpr, FINAL: tl.constexpr, MIN: tl.constexpr):
     """Program (row, piece): the piece's maximum (of ``-x`` with ``MIN``) and its lowest
@@ -42,14 +59,7 @@ def _argmax_pieces_kernel(x_ptr, val_ptr, idx_ptr, out_ptr, N, stride_x, CHUNK, 
         x = tl.load(x_row + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
         if MIN:
             x = tl.where(idx < N, -x, float("-inf"))
-        is_nan = x != x
-        nan_idx = tl.minimum(nan_idx, tl.min(tl.where(is_nan, idx, _NONE), axis=0))
-        x = tl.where(is_nan, float("-inf"), x)
-        tile_best = tl.max(x, axis=0)
-        tile_idx = tl.min(tl.where(x == tile_best, idx, _NONE), axis=0)
-        better = tile_best > best  # equal maxima: the earlier tile's index is lower
-        best_idx = tl.where(better, tile_idx, best_idx)
-        best = tl.maximum(best, tile_best)
+        best, best_idx, nan_idx = arg_tile_step(x, idx, best, best_idx, nan_idx)
     has_nan = nan_idx < _NONE
     result = tl.where(has_nan, nan_idx, best_idx)
     if FINAL:
