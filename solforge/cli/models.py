@@ -93,7 +93,9 @@ def register(app: typer.Typer) -> None:
         """Capture a model's repeated modules and fused regions with their real shapes,
         write one problem file per distinct module (one workload per shape) ranked by its
         share of the model's time, and extract.json. Optimise them with `solforge optimize
-        OUT`; the planner weighs each by its share."""
+        OUT`; the planner weighs each by its share, and an untried one also by how far the
+        model ran it from its speed of light ("of SOL": the bound over the measured time,
+        where the device has ceilings)."""
         from solforge.models.extract import Step
         from solforge.models.extract import extract as run_extract
         from solforge.models.source import ModelSpecError
@@ -116,13 +118,15 @@ def register(app: typer.Typer) -> None:
             return
         t = Table(title=f"{model}: {len(manifest['problems'])} problem(s) in {out}; "
                         f"{manifest['covered_share']:.1%} of the model's time covered")
-        for col in ("problem", "dir", "class", "modules", "workloads (calls)", "share"):
-            t.add_column(col, justify="right" if col == "share" else "left")
+        for col in ("problem", "dir", "class", "modules", "workloads (calls)", "share",
+                    "of SOL"):
+            t.add_column(col, justify="right" if col in ("share", "of SOL") else "left")
         for p in manifest["problems"]:
+            roof = (p.get("roofline") or {}).get("fraction")
             t.add_row(p["name"], "bwd" if p["direction"] == "backward" else "fwd",
                       p["class"].rsplit(".", 1)[-1], str(len(p["paths"])),
                       ", ".join(f"{k} ({v['calls']})" for k, v in p["workloads"].items()),
-                      f"{p['share']:.1%}")
+                      f"{p['share']:.1%}", "-" if roof is None else f"{roof:.0%}")
         console.print(t)
         if manifest["skipped"]:
             console.print(f"{len(manifest['skipped'])} module(s) left out (why: "

@@ -49,6 +49,7 @@ from solforge.models.capture import (Call, capture_calls, dtype_name, profile_ba
                                      profile_modules)
 from solforge.models.problem_file import _dtype, _train, fraction, problem_source
 from solforge.models.rebuild import RebuildError, Recipe, recipe_for
+from solforge.models.roofline import roofline_fraction
 from solforge.models.source import BuiltModel, ModelSpecError
 
 MANIFEST = "extract.json"
@@ -154,8 +155,12 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
         share = fraction(g.ms(), grand)
         path = out / f"{g.name}.py"
         path.write_text(problem_source(g, built, share, step_ms))
+        roof = _roofline(path, built, g.workloads)
+        if roof and roof.get("fraction") is not None:
+            path.write_text(problem_source(g, built, share, step_ms, roofline=roof))
         problems.append({"name": g.name, "file": path.name, "class": g.cls,
                          "direction": "forward", "paths": g.paths, "share": round(share, 6),
+                         "roofline": roof,
                          "workloads": {k: {"calls": w["calls"], "ms": round(w["ms"], 6)}
                                        for k, w in g.workloads.items()}})
         if g.backward and g.differentiable:
@@ -187,6 +192,18 @@ def extract(built: BuiltModel, steps: list[Step], out: Path, tag: str | None = N
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def _roofline(path: Path, built: BuiltModel, table: dict[str, dict[str, Any]]
+              ) -> dict[str, Any] | None:
+    """``roofline.roofline_fraction`` of the problem at ``path`` from its calls in ``table``;
+    a failure to estimate is said in the manifest, never fatal to the extraction."""
+    try:
+        return roofline_fraction(path, built.device,
+                                 {k: w["ms"] for k, w in table.items()},
+                                 {k: w["calls"] for k, w in table.items()})
+    except Exception as e:  # noqa: BLE001  (the estimate is advice for the planner)
+        return {"fraction": None, "error": f"{type(e).__name__}: {e}"}
 
 
 def _remove_previous(out: Path) -> None:

@@ -58,9 +58,12 @@ _FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 
 def problem_source(g: Any, built: BuiltModel, share: float,
-                   step_ms: dict[str, float], backward: bool = False) -> str:
+                   step_ms: dict[str, float], backward: bool = False,
+                   roofline: dict[str, Any] | None = None) -> str:
     """The problem file of one group (an ``extract.Group``: KernelBench format +
-    SOLFORGE); with ``backward``, its backward problem (module docstring)."""
+    SOLFORGE); with ``backward``, its backward problem (module docstring); ``roofline``
+    (``roofline.roofline_fraction``'s answer) adds ``model_roofline``, the planner's
+    estimate of its headroom before anything was tried."""
     r = g.recipe
     top, _, rest = r.qualname.partition(".")
     dt = dtype_name(_dtype(built))
@@ -107,6 +110,9 @@ def problem_source(g: Any, built: BuiltModel, share: float,
         "workloads": workloads, "distributions": ["normal", "outliers"],
         "model_share": round(share, 6), "extracted": extracted,
     }
+    if roofline and roofline.get("fraction") is not None:
+        meta["model_roofline"] = roofline["fraction"]
+        extracted["roofline"] = {k: v for k, v in roofline.items() if k != "fraction"}
     lines = [
         (f'"""{what}{r.qualname} of {built.name}, extracted by `solforge extract` from '
          f'{len(g.paths)} module(s): {_paths_summary(g.paths)}."""'),

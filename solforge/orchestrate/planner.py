@@ -4,7 +4,11 @@ One planner drives a run. It keeps a leaderboard per problem (the ledger's best 
 hands **work units** (one worker, one problem, one role) to ``workers`` threads, and picks
 each next problem by headroom: ``weight * (1 - best SOL score)`` (or, where SOL is unknown,
 ``weight / best speedup``), the weight 1 or, for a problem ``solforge extract`` wrote, its
-share of the model's time; a problem nobody tried yet comes first (by weight). A problem is
+share of the model's time. A problem nobody tried yet gets twice its weight, times the
+headroom its extraction estimated where there is one (``1 - model_roofline``, at least
+``UNTRIED_FLOOR``: the model ran it at that fraction of its speed of light;
+``models/roofline.py``): with no estimate it comes before every tried problem; a module
+the model already ran near its bound may wait for one with more to give. A problem is
 **converged** once its SOL score reaches ``converge_sol`` while its best is at least as
 fast as its best baseline (never on SOL alone: a wrong bound would end it early), after
 ``patience`` units in a
@@ -73,6 +77,11 @@ from solforge.orchestrate.units import Unit, agent_factory
 from solforge.orchestrate.verify import final_verification
 from solforge.problems.spec import Problem
 from solforge.records.options import EvalOptions
+
+
+# an untried problem keeps at least this fraction of its weight as headroom: the extraction's
+# roofline estimate comes from one profiled pass and a count, not from a search
+UNTRIED_FLOOR = 0.1
 
 
 def _weight(p: Problem) -> float:
@@ -230,8 +239,10 @@ class Planner:
 
     # -- scheduling ------------------------------------------------------------------------
     def headroom(self, ps: ProblemState) -> float:
-        if ps.best_speedup is None:
-            return ps.weight * 2.0  # untried first
+        if ps.best_speedup is None:  # untried first; a module the model ran near its bound
+            roof = ps.problem.model_roofline  # goes after one far from it (floored: the
+            gap = 1.0 if roof is None else max(UNTRIED_FLOOR, 1.0 - roof)  # estimate is rough)
+            return ps.weight * 2.0 * gap
         if ps.best_sol is not None:
             # slower than a baseline is headroom whatever the SOL score says (see above)
             behind = max(0.0, 1.0 - ps.best_speedup)

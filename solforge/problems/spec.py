@@ -31,6 +31,9 @@ A problem is one Python file. The KernelBench part is unchanged: ``class Model``
         "model_share": 0.12,                 # optional: the fraction of its source model's
                                              # time it takes (``solforge extract``); the
                                              # planner weighs its headroom by it
+        "model_roofline": 0.3,               # optional: its bound over its time in the
+                                             # model (``solforge extract``); ranks it
+                                             # before anything was tried
         "family": "Llama 3",                 # the model family (default: the first model)
         "direction": "forward",              # or "backward": the outputs are gradients
         "shapes_from": "config.json ...",    # where the workloads' shapes come from
@@ -162,6 +165,10 @@ class Problem(BaseModel):
     model_share: float | None = Field(
         None, ge=0.0, le=1.0, description="the fraction of its source model's time it takes "
         "(solforge extract): the planner's weight for it")
+    model_roofline: float | None = Field(
+        None, ge=0.0, le=1.0, description="how close the source model ran it to its speed of "
+        "light (solforge extract: bound over measured time); the planner ranks an untried "
+        "problem by model_share * (1 - model_roofline)")
     family: str = Field("", description="the model family (SOLFORGE['family']; default: the "
                         "first of models)")
     direction: Literal["forward", "backward"] = Field(
@@ -310,13 +317,17 @@ def problem_from_module(module: ModuleType, path: Path, source: str = "file") ->
     if share is not None and not (isinstance(share, (int, float)) and 0.0 <= share <= 1.0):
         raise ProblemError(f"{path}: SOLFORGE['model_share'] must be a fraction from 0 to 1 "
                            f"(of the source model's time); got {share!r}")
+    roof = meta.get("model_roofline")
+    if roof is not None and not (isinstance(roof, (int, float)) and 0.0 <= roof <= 1.0):
+        raise ProblemError(f"{path}: SOLFORGE['model_roofline'] must be a fraction from 0 to 1 "
+                           f"(the module's bound over its time in the model); got {roof!r}")
     direction = meta.get("direction") or "forward"
     if direction not in ("forward", "backward"):
         raise ProblemError(f"{path}: SOLFORGE['direction'] must be 'forward' or 'backward' "
                            f"(the outputs are gradients); got {direction!r}")
     models = list(meta.get("models") or [])
     return Problem(
-        name=name, model_share=share, direction=direction,
+        name=name, model_share=share, model_roofline=roof, direction=direction,
         family=str(meta.get("family") or (models[0] if models else "")),
         shapes_from=str(meta.get("shapes_from") or ""), path=path, category=category, source=source,
         models=models, precision=precision,
