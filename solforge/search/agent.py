@@ -95,7 +95,7 @@ from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
 from solforge.records.evaluation import EvaluationRecord
-from solforge.search.budget import PhaseClock, charged_seconds, gap_scale
+from solforge.search.budget import PhaseClock, charged_seconds, gap_scale, roofline_fraction
 from solforge.search.candidates import (
     Candidate,
     baseline_first,
@@ -107,6 +107,7 @@ from solforge.search.candidates import (
 )
 from solforge.search.config import SearchConfig
 from solforge.search.state import SearchState, _score
+from solforge.search.trace import preload_compiler
 
 
 def _limit(config: SearchConfig, gpu: bool) -> int:
@@ -147,6 +148,9 @@ class SearchWorker:
 
     def __init__(self, **settings: Any) -> None:
         self.config = SearchConfig(**settings)
+        # built by the planner before its worker threads start: the compiler's modules are
+        # imported here, once, not by two workers' first traces at once
+        preload_compiler()
 
     def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
                  unit: Unit) -> WorkerResult:
@@ -302,7 +306,8 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
                 s.scale = gap_scale(record)
                 if s.scale != 1.0:
                     s.event("budget_scaled", scale=round(s.scale, 2),
-                            sol_score=record.sol_score)
+                            sol_score=record.sol_score,
+                            roofline_fraction=roofline_fraction(record))
             if c.family == "reference" and queue:
                 reordered, owed = baseline_first(reorder_after_reference(queue, record),
                                                  record)

@@ -10,6 +10,7 @@ caller saw them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from typing import Any
@@ -22,18 +23,40 @@ GAP_AT_SET_BUDGET = 0.5
 GAP_SCALE_BOUNDS = (0.5, 2.0)
 
 
+def roofline_fraction(record: EvaluationRecord) -> float | None:
+    """How near the speed of light ``record`` ran: the geometric mean over its timed
+    workloads of ``T_SOL / T`` (``T_SOL`` at least the launch floor, the ratio at most 1);
+    None when no workload has both a time and a bound."""
+    ratios = []
+    for w in record.workloads:
+        if w.time_ms and w.time_ms > 0 and w.sol_ms is not None:
+            bound = max(w.sol_ms, w.sol_floor_ms or 0.0)
+            ratios.append(min(1.0, max(bound / w.time_ms, 1e-6)))
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
 def gap_scale(reference: EvaluationRecord) -> float:
     """How much of its budgets a problem's search gets by the reference's measured gap to
-    speed of light (``SearchConfig.budget_by_gap``): ``(1 - sol) / GAP_AT_SET_BUDGET``
-    within ``GAP_SCALE_BOUNDS``; 1.0 when the reference failed or has no SOL score.
+    speed of light (``SearchConfig.budget_by_gap``): ``(1 - f) / GAP_AT_SET_BUDGET`` within
+    ``GAP_SCALE_BOUNDS``, ``f`` the reference's :func:`roofline_fraction` (its time against
+    the bound, not its SOL score: a reference as fast as its baselines scores 0.5 however
+    far it is from the bound; KernelBench's ResNet block ran at 6% of its bound and was
+    searched as if half way there). Without per-workload bounds, ``f`` is the SOL score;
+    1.0 when the reference failed or has neither.
 
     Not covered: the problem's share of a model's time (a problem extracted from a model
     carries it; the planner's headroom uses it to choose problems, not this scale)."""
-    sol = reference.sol_score if reference.passed else None
-    if sol is None:
+    if not reference.passed:
+        return 1.0
+    f = roofline_fraction(reference)
+    if f is None:
+        f = reference.sol_score
+    if f is None:
         return 1.0
     lo, hi = GAP_SCALE_BOUNDS
-    return min(hi, max(lo, (1.0 - min(sol, 1.0)) / GAP_AT_SET_BUDGET))
+    return min(hi, max(lo, (1.0 - min(f, 1.0)) / GAP_AT_SET_BUDGET))
 
 
 def charged_seconds(record: EvaluationRecord, wall_s: float) -> float:

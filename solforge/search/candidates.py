@@ -32,7 +32,7 @@ from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord
 from solforge.registry import lookup
 from solforge.search.match import Match, find_matches
-from solforge.search.trace import TracedReference, TraceError, trace_reference
+from solforge.search.trace import TracedReference, TraceError, preload_compiler, trace_reference
 
 # The fixed lever vocabulary: what a kept solution says it used, so a summary can
 # attribute the gain.
@@ -125,6 +125,7 @@ def search_context(problem: Problem, device: str, compile_mode: str = "default"
     reference that cannot be traced, or a pattern that fails, costs only the graph
     rewrites (``trace_error``, ``pattern_errors``). ``compile_mode``: the compile
     baseline's mode (the ``compile`` candidate's)."""
+    preload_compiler()  # before any thread traces: see its docstring
     module = import_file(problem.path, prefix="solforge_search_reference")
     ctx = SearchContext(problem=problem, device=device, module=module,
                         compile_mode=compile_mode)

@@ -232,6 +232,34 @@ def _build(module: ModuleType, w: Workload, train_mode: bool) -> tuple[nn.Module
 # each other's traces ("CURRENT_PATCHER is None in finally block", values lost). The
 # planner's workers are threads of one process, so tracing is one at a time.
 _TRACE_LOCK = threading.Lock()
+_PRELOAD_LOCK = threading.Lock()
+_preloaded = False
+# what tracing on meta tensors and the candidate families import lazily (PyTorch 2.11 and
+# 2.13: nothing more of torch is imported by a search once these are)
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor.utils", "torch._inductor.config")
+
+
+def preload_compiler() -> None:
+    """Import PyTorch's compiler stack once, whole, under a lock, before any search thread
+    needs it. Tracing a reference on meta tensors imports ``torch._dynamo`` and
+    ``torch._inductor.utils`` on first use; two planner workers (threads) doing that at once
+    see a partially initialised module (``'torch._dynamo' has no attribute 'utils'``,
+    ``cannot import name 'IndentedBuffer'``): on an H100 with torch 2.11, every trace of a
+    three-worker KernelBench run failed so and no library pattern was tried
+    (benchmarks/results/2026-12-06-h100-s19). About 2 s, once per process."""
+    global _preloaded
+    if _preloaded:
+        return
+    with _PRELOAD_LOCK:
+        if not _preloaded:
+            import importlib
+
+            for name in COMPILER_MODULES:
+                try:
+                    importlib.import_module(name)
+                except ImportError:  # a build without the compiler: nothing to race on
+                    pass
+            _preloaded = True
 
 
 def trace_workload(module: ModuleType, w: Workload, train_mode: bool = False

@@ -3,15 +3,20 @@ the skip rules on a real run directory and real candidates, without an evaluatio
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
+
+import pytest
 
 from solforge.orchestrate.run import Run, RunSpec
 from solforge.problems import find_builtin
-from solforge.records.evaluation import EvaluationRecord, Status
+from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
 from solforge.search import Candidate, SearchConfig
 from solforge.search.agent import _skip_reason
 from solforge.search.state import SearchState
-from solforge.search.budget import PhaseClock, gap_scale
+from solforge.search.budget import PhaseClock, gap_scale, roofline_fraction
+from solforge.search.trace import COMPILER_MODULES
 
 
 def record(sol: float | None, status: Status = Status.PASSED) -> EvaluationRecord:
@@ -27,6 +32,31 @@ def test_the_budget_scale_follows_the_references_gap_to_speed_of_light():
     # no figure to go by: the budgets as set
     assert gap_scale(record(None)) == 1.0
     assert gap_scale(record(0.01, Status.INCORRECT_NUMERICAL)) == 1.0
+
+
+def timed(sol: float, *workloads: tuple[float, float, float | None]) -> EvaluationRecord:
+    """A passed record with (time_ms, sol_ms, floor_ms) per workload."""
+    return EvaluationRecord(problem="p", solution="s", status=Status.PASSED, sol_score=sol,
+                            speedup_vs_eager=1.0, workloads=[
+                                WorkloadResult(name=f"w{i}", time_ms=t, sol_ms=b,
+                                               sol_floor_ms=f)
+                                for i, (t, b, f) in enumerate(workloads)])
+
+
+def test_the_gap_is_the_references_time_against_its_bound_not_its_sol_score():
+    # KernelBench's ResNet block: as fast as its best baseline (SOL score 0.5), at 6% of
+    # its bound: nearly twice the budget, not the budget as set
+    resnet = timed(0.5, (1.663, 0.095, 0.004))
+    assert roofline_fraction(resnet) == pytest.approx(0.095 / 1.663)
+    assert gap_scale(resnet) == pytest.approx((1 - 0.095 / 1.663) / 0.5)
+    # a GEMM at 96% of its bound: half the budget (the gap is closed)
+    assert gap_scale(timed(0.5, (2.66, 2.56, 0.004))) == 0.5
+    # over workloads: the geometric mean of the fractions; a bound under the launch floor
+    # counts as the floor; a time under the bound counts as at the bound
+    two = timed(0.5, (1.0, 0.25, None), (0.01, 0.001, 0.004), (0.5, 0.6, None))
+    assert roofline_fraction(two) == pytest.approx((0.25 * 0.4 * 1.0) ** (1 / 3))
+    # no per-workload bound: the SOL score stands in
+    assert gap_scale(timed(0.1, (1.0, None, None))) == pytest.approx(1.8)
 
 
 def search(tmp_path, **cfg) -> tuple[SearchState, Candidate]:
@@ -84,3 +114,19 @@ def test_a_remote_judges_phase_times_count_against_the_compile_budget():
         ev.on_phase({"event": "phases", "seconds": {"candidate": 0.5}})
     assert clock.compile_s == 4.0 and clock.seconds["timing"] == 4.0
     assert len(seen) == 2 and ev.on_phase == seen.append  # restored on exit
+
+
+def test_the_compiler_is_imported_before_the_planners_threads_trace():
+    """A fresh process: building the search worker (the planner does it before starting its
+    threads) imports torch's compiler modules, so no two threads' first traces import them
+    at once (a partially initialised torch._dynamo lost every pattern on an H100)."""
+    code = ("import sys\n"
+            "from solforge.search.agent import SearchWorker\n"
+            "from solforge.search.trace import COMPILER_MODULES\n"
+            "assert not [m for m in COMPILER_MODULES if m in sys.modules], 'imported early'\n"
+            "SearchWorker()\n"
+            "print(sorted(m for m in COMPILER_MODULES if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(sorted(COMPILER_MODULES))
