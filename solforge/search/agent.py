@@ -171,6 +171,8 @@ def _search(s: SearchState) -> WorkerResult:
     cands, errors = generate_candidates(ctx, config.families)
     for gen, err in errors.items():
         s.event("generator_failed", generator=gen, message=err)
+    for err in ctx.rewrite_errors:  # a pattern matched, its candidate could not be made
+        s.event("rewrite_failed", message=err)
     if opts.policy == "strict":
         # they run the reference's own forward: the strict policy rejects every one
         for c in (c for c in cands if c.calls_reference):

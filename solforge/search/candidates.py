@@ -80,6 +80,8 @@ class SearchContext:
     trace_error: str | None = None
     matches: list[Match] = field(default_factory=list)
     pattern_errors: list[str] = field(default_factory=list)
+    # matched patterns that gave no candidate, and why (the generators append)
+    rewrite_errors: list[str] = field(default_factory=list)
 
     @property
     def gpu(self) -> bool:

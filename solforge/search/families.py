@@ -304,7 +304,8 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
                        extra_why: str = "") -> Candidate | None:
     try:
         graph = substitute(ctx.traced, matches)
-    except ValueError:  # a match whose outputs are needed before it ends
+    except ValueError as e:  # a match whose outputs are needed before it ends
+        ctx.rewrite_errors.append(f"{name}: substituting the matches failed: {e}")
         return None
     calls = tuple(c for m in matches for c in m.calls)
     triton = any(isinstance(c, LibraryFunction) and c.module == LIBRARY_MODULE for c in calls)
@@ -333,7 +334,9 @@ def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
                               details=details, levers=levers, cost=cost + extra_cost,
                               graph=graph, calls=calls, wrap=wrap, parent=parent,
                               reasoning=why + extra_why)
-    except EmitError:  # a value the file cannot spell (a tensor constant): no candidate
+    except EmitError as e:  # a value the file cannot spell (a tensor constant): no candidate
+        ctx.rewrite_errors.append(f"{name}: the rewritten graph cannot be written as a "
+                                  f"file: {e}")
         return None
 
 

@@ -103,6 +103,24 @@ def test_mingpt_causal_attention_becomes_masked_sdpa_on_its_buffer():
     assert c.language == "pytorch"
 
 
+def test_a_match_that_cannot_become_a_candidate_says_why(monkeypatch):
+    """The search logs ``rewrite_failed`` from ``ctx.rewrite_errors``: on an H100 with
+    torch 2.11 MinGPT's attention matched and no ``sdpa`` candidate came, silently."""
+    from solforge.search import families
+
+    ctx = search_context(load_problem(MINGPT), "cuda")
+    assert ctx.matches and not ctx.rewrite_errors
+
+    def refuse(traced, matches):
+        raise ValueError("an output is needed before the match ends")
+
+    monkeypatch.setattr(families, "substitute", refuse)
+    names = [c.name for c in generate_candidates(ctx)[0]]
+    assert not [n for n in names if n.startswith("sdpa")] and "compile" in names
+    assert ctx.rewrite_errors[0] == ("sdpa: substituting the matches failed: an output is "
+                                     "needed before the match ends")
+
+
 def test_vision_attention_calls_its_multihead_attention_without_weights():
     p = load_problem(VISION)
     ctx = search_context(p, "cpu")
