@@ -18,7 +18,8 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    (the reference compiled in the baseline's own mode) goes first and is owed: it is
    evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
    cut never keeps a solution slower than the best baseline for want of it.
-   The budgets scale with the reference's gap to speed of light (``budget.gap_scale``),
+   The budgets scale with the reference's gap to speed of light and, for a problem taken
+   from a model, with its share of the model's time (``budget.gap_scale``),
    and the exploration ends once a passing candidate reaches ``sol_done``.
    Skipped: a family after ``family_failures`` failed candidates, a candidate whose
    parent failed, anything past a budget (``SearchConfig``).
@@ -305,11 +306,12 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
                     s.event("skipped", candidate=x.name, reason=slow)
                 queue = [x for x in queue if "compile" not in x.levers]
             if c.family == "reference" and s.config.budget_by_gap:
-                s.scale = gap_scale(record)
+                s.scale = gap_scale(record, s.problem.model_share)
                 if s.scale != 1.0:
                     s.event("budget_scaled", scale=round(s.scale, 2),
                             sol_score=record.sol_score,
-                            roofline_fraction=roofline_fraction(record))
+                            roofline_fraction=roofline_fraction(record),
+                            model_share=s.problem.model_share)
             if c.family == "reference" and queue:
                 reordered, owed = baseline_first(reorder_after_reference(queue, record),
                                                  record)

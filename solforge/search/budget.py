@@ -21,6 +21,10 @@ CHARGED_PHASES = ("candidate", "policy", "timing", "host_clock")
 # the gap to speed of light at which the budgets stay as set, and the scale's bounds
 GAP_AT_SET_BUDGET = 0.5
 GAP_SCALE_BOUNDS = (0.5, 2.0)
+# a problem extracted from a model: the share of the model's time at which the budgets stay
+# as set, and the bounds of that factor
+SHARE_AT_SET_BUDGET = 0.1
+SHARE_SCALE_BOUNDS = (0.5, 2.0)
 
 
 def roofline_fraction(record: EvaluationRecord) -> float | None:
@@ -37,7 +41,7 @@ def roofline_fraction(record: EvaluationRecord) -> float | None:
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
-def gap_scale(reference: EvaluationRecord) -> float:
+def gap_scale(reference: EvaluationRecord, share: float | None = None) -> float:
     """How much of its budgets a problem's search gets by the reference's measured gap to
     speed of light (``SearchConfig.budget_by_gap``): ``(1 - f) / GAP_AT_SET_BUDGET`` within
     ``GAP_SCALE_BOUNDS``, ``f`` the reference's :func:`roofline_fraction` (its time against
@@ -46,8 +50,19 @@ def gap_scale(reference: EvaluationRecord) -> float:
     searched as if half way there). Without per-workload bounds, ``f`` is the SOL score;
     1.0 when the reference failed or has neither.
 
-    Not covered: the problem's share of a model's time (a problem extracted from a model
-    carries it; the planner's headroom uses it to choose problems, not this scale)."""
+    ``share``: the problem's share of its source model's time (``Problem.model_share``, a
+    problem ``solforge extract`` wrote), times ``share / SHARE_AT_SET_BUDGET`` within
+    ``SHARE_SCALE_BOUNDS``: a module with a fifth of the model's time gets twice the search
+    of one with a tenth, one of a few percent half (the planner's headroom also weighs the
+    share, to choose the next problem)."""
+    factor = 1.0
+    if share is not None:
+        lo, hi = SHARE_SCALE_BOUNDS
+        factor = min(hi, max(lo, share / SHARE_AT_SET_BUDGET))
+    return factor * _gap_factor(reference)
+
+
+def _gap_factor(reference: EvaluationRecord) -> float:
     if not reference.passed:
         return 1.0
     f = roofline_fraction(reference)

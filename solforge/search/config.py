@@ -62,10 +62,11 @@ class SearchConfig(BaseModel):
         "hardware's limit is closed, more candidates would only spend the device's slot")
     budget_by_gap: bool = Field(
         True, description="scale ``gpu_seconds`` and ``compile_seconds`` by the reference's "
-        "measured gap to speed of light: (1 - its SOL score) / 0.5, clamped to "
-        "[0.5, 2.0] (a reference at SOL 0.5 keeps the budgets as set; one at 0.1 gets "
-        "1.8x; one at 0.9 or above half); no SOL score (no calibrated ceilings, no work "
-        "counts): the budgets as set")
+        "measured gap to speed of light: (1 - T_SOL / T) / 0.5, clamped to [0.5, 2.0] (a "
+        "reference at half its bound keeps the budgets as set; one at 10% gets 1.8x; one at "
+        "90% or nearer half), and for a problem taken from a model by its share of the "
+        "model's time (share / 0.1, clamped to [0.5, 2.0]); no bound (no ceilings, no work "
+        "counts): the SOL score stands in, or the budgets as set (budget.gap_scale)")
     resume: bool = Field(True, description="reuse earlier search attempts and evaluations "
                          "of the same source on this problem (a later unit goes on where "
                          "an earlier one stopped)")

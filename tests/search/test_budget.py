@@ -116,6 +116,16 @@ def test_a_remote_judges_phase_times_count_against_the_compile_budget():
     assert len(seen) == 2 and ev.on_phase == seen.append  # restored on exit
 
 
+def test_a_problem_from_a_model_gets_budget_by_its_share_of_the_models_time():
+    half_way = timed(0.5, (1.0, 0.5, None))  # the gap factor is 1
+    assert gap_scale(half_way, None) == 1.0 and gap_scale(half_way, 0.1) == 1.0
+    assert gap_scale(half_way, 0.2) == pytest.approx(2.0)
+    assert gap_scale(half_way, 0.6) == 2.0 and gap_scale(half_way, 0.01) == 0.5
+    # both: a norm at 1% of its bound with 14% of the model's time
+    norm = timed(0.5, (0.0393, 0.0022, None))
+    assert gap_scale(norm, 0.14) == pytest.approx(1.4 * min(2.0, (1 - 0.0022 / 0.0393) / 0.5))
+
+
 def test_the_compiler_is_imported_before_the_planners_threads_trace():
     """A fresh process: building the search worker (the planner does it before starting its
     threads) imports torch's compiler modules, so no two threads' first traces import them
