@@ -113,23 +113,42 @@ def fresh_inputs(inputs: Sequence[Any], seed: int, perturb: bool = True) -> list
     floats so that rounding cannot undo the change. Integer, boolean tensors (indices,
     lengths, masks) and non-tensors are copied unchanged, so their meaning is kept. The
     perturbation is computed in fp32 and keeps zeros, signs and infinities.
+
+    Memory: one copy per tensor, plus, for a floating tensor other than a contiguous fp32
+    one, an fp32 draw of its size (and an fp32 copy of a float64 or 8-bit one). The
+    factor is formed in place: as one expression it made four temporaries of the input's
+    size, and a judge re-checking an 8 GB input held six of them at once (KernelBench's
+    51_Argmax out of memory on an 80 GB H100, benchmarks/results/2026-12-05-h100-s18).
     """
     out: list[Any] = []
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
             out.append(x)
             continue
+        if not (perturb and x.is_floating_point() and x.numel() > 0):
+            y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+            out.append(y.copy_(x))
+            continue
+        g = torch.Generator(device=x.device)
+        g.manual_seed((int(seed) * 1_000_003 + i) % (2**63 - 1))
+        amp = 2.0**-2 if x.element_size() == 1 else 2.0**-4
+        u = torch.rand(x.shape, generator=g, device=x.device, dtype=torch.float32)
+        # (2u - 1) * amp + 1, then times x: the operations of x * (1 + amp * (2u - 1)) in
+        # its order, so the values are the same to the bit; fp16 and bf16 are promoted to
+        # fp32 by the multiplication itself
+        u.mul_(2.0).sub_(1.0).mul_(amp).add_(1.0)
+        u.mul_(x if x.dtype in _PROMOTED else x.float())
+        if x.dtype == torch.float32 and u.stride() == x.stride():
+            out.append(u)  # the draw is the copy: already fresh, at a new address
+            continue
         y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
-        if perturb and x.is_floating_point() and x.numel() > 0:
-            g = torch.Generator(device=x.device)
-            g.manual_seed((int(seed) * 1_000_003 + i) % (2**63 - 1))
-            amp = 2.0**-2 if x.element_size() == 1 else 2.0**-4
-            u = torch.rand(x.shape, generator=g, device=x.device, dtype=torch.float32)
-            y.copy_((x.float() * (1.0 + amp * (2.0 * u - 1.0))).to(x.dtype))
-        else:
-            y.copy_(x)
-        out.append(y)
+        out.append(y.copy_(u))
+        del u
     return out
+
+
+# floating types an fp32 tensor can be multiplied by in place (exact promotion)
+_PROMOTED = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _nbytes(xs: Sequence[Any]) -> int:
@@ -361,8 +380,10 @@ BATCH_MAX_BYTES = 2 << 30
 
 def batch_size(pool: list[list[Any]], latency_ms: float) -> int:
     """Calls in a back-to-back batch timed by a wall clock: about :data:`BATCH_TARGET_MS`
-    long, its fresh inputs within :data:`BATCH_MAX_BYTES`, between 3 and 200 calls."""
+    long (3 to 200 calls), and its fresh inputs within :data:`BATCH_MAX_BYTES`, which
+    wins: an input set larger than a third of it gets fewer calls, one at the least (three
+    copies of an 8 GB input were what the runner could not hold beside the judge's, on
+    an 80 GB H100: benchmarks/results/2026-12-05-h100-s18)."""
     per = sum(x.numel() * x.element_size() for x in pool[0] if isinstance(x, torch.Tensor))
-    by_mem = max(2, BATCH_MAX_BYTES // max(per, 1))
-    return int(max(3, min(200, by_mem, BATCH_TARGET_MS / max(latency_ms, 0.005))))
-
+    by_mem = max(1, BATCH_MAX_BYTES // max(per, 1))
+    return int(min(by_mem, max(3, min(200, BATCH_TARGET_MS / max(latency_ms, 0.005)))))
