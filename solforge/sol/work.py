@@ -57,8 +57,8 @@ kernels may score above 1 or be flagged as faster than light:
 - Data-dependent work (MoE routing, early exits) is counted for the inputs given.
 
 The model is not modified: buffers are swapped for copies during the run (so running-stat
-updates and caches written in ``forward`` land in the copies), inputs are cloned, and the RNG
-state is restored afterwards.
+updates and caches written in ``forward`` land in the copies), inputs are copied when the
+model writes to them (:func:`count_work`), and the RNG state is restored afterwards.
 """
 
 from __future__ import annotations
@@ -148,13 +148,37 @@ def count_work(model: torch.nn.Module, inputs: Sequence[Any],
 
     ``outputs``, if given, are what the bytes of the outputs are counted from (the evaluator
     already holds the reference outputs); the model still runs once to count FLOPs.
+
+    The inputs are left as they were, without being copied first: a write to one of them
+    (an in-place op, an ``out=``) stops the run before it happens, and the model runs again
+    on copies. A copy for every count took an input set's size more of the evaluator's
+    memory, 8 GB for KernelBench's argmax (benchmarks/results/2026-12-05-h100-s18). Not
+    covered: a write the dispatcher does not see (through numpy, or a kernel handed a raw
+    pointer).
     """
+    inputs = list(inputs)
+    try:
+        return _count(model, inputs, inputs, outputs, guard=True)
+    except _WritesInputs:
+        copies = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, inputs)
+        return _count(model, copies, inputs, outputs, guard=False)
+
+
+class _WritesInputs(Exception):
+    """The model was about to write to one of its inputs (count again on copies)."""
+
+
+def _count(model: torch.nn.Module, inputs: list[Any], given: list[Any], outputs: Any | None,
+           guard: bool) -> Work:
+    """One counting run on ``inputs``; bytes read are those of ``given`` (the caller's
+    inputs: a tensor passed twice is moved once, copied or not). ``guard``: raise
+    :class:`_WritesInputs` before any op writes to an input's storage."""
     buffers = {name: b.clone() for name, b in model.named_buffers()}
     params = dict(model.named_parameters())
-    inputs = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, list(inputs))
     devices = sorted({t.device.index or 0 for t in _tensors(inputs) if t.device.type == "cuda"})
 
-    vector = _VectorCounter()
+    protected = {k for k in map(_storage_key, _tensors(inputs)) if k[1]} if guard else set()
+    vector = _VectorCounter(protected)
     with torch.random.fork_rng(devices=devices), torch.no_grad():
         with FlopCounterMode(display=False) as flop_counter, vector:
             out = torch.func.functional_call(model, {**params, **buffers}, tuple(inputs))
@@ -162,7 +186,7 @@ def count_work(model: torch.nn.Module, inputs: Sequence[Any],
     parts = tuple(TensorPart(family=family, dtype=dtype, flops=float(n))
                   for (family, dtype), n in vector.parts.items())
 
-    read = _unique(_tensors(inputs))
+    read = _unique(_tensors(given))
     state = [t for t in _unique([*params.values(), *buffers.values()])
              if _storage_key(t) in vector.touched]
     written = _unique(_tensors(outputs if outputs is not None else out))
@@ -243,8 +267,9 @@ class _VectorCounter(TorchDispatchMode):
     """Counts SIMT work, the tensor work the FLOP counter misses, the tensor FLOPs of each op
     family and dtype, and touched storages."""
 
-    def __init__(self) -> None:
+    def __init__(self, protected: set[tuple[torch.device, int]] | None = None) -> None:
         super().__init__()
+        self.protected = protected or set()  # storages no op may write to (the inputs)
         self.flops = 0
         self.extra_tensor_flops = 0.0
         self.parts: dict[tuple[OpFamily, str], float] = {}
@@ -254,6 +279,8 @@ class _VectorCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         for t in _tensors((args, kwargs)):
             self.touched.add(_storage_key(t))
+        if self.protected and _writes(func, args, kwargs, self.protected):
+            raise _WritesInputs(str(func))
         out = func(*args, **kwargs)
         packet = func._overloadpacket
         if packet in _SDPA:
@@ -304,6 +331,17 @@ class _VectorCounter(TorchDispatchMode):
         operands = _tensors(args)
         dtype = str(operands[0].dtype).removeprefix("torch.") if operands else "float32"
         self.parts[(family, dtype)] = self.parts.get((family, dtype), 0.0) + flops
+
+
+def _writes(func: Any, args: tuple, kwargs: dict, storages: set) -> bool:
+    """Whether ``func`` writes (its schema says ``Tensor(a!)``) to one of ``storages``."""
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(a.name)
+        if any(_storage_key(t) in storages for t in _tensors(value)):
+            return True
+    return False
 
 
 def _int_mm_flops(args: tuple) -> float:
