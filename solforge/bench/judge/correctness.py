@@ -2,12 +2,15 @@
 
 :func:`correctness_trials`: ``trials`` rounds, each with fresh inputs from its own seed and
 the next of the problem's input distributions; the reference runs first on its own clone;
-the candidate gets another clone through the channel; its outputs are compared
+the candidate gets another copy through the channel; its outputs are compared
 (``compare.py``); the inputs it was given must be unchanged afterwards; the first trial
 also checks the reference is deterministic, runs the candidate a second time on the same
 input and compares the two within the problem's tolerance (atomics and split-K may differ
 in the last bits; uninitialised memory or a race differs by more: ``nondeterministic``),
-and measures both against a float64 run.
+and measures both against a float64 run (not for more than 2**26 elements).
+
+Memory: the judge holds one trial's inputs and one copy of them at a time, each let go
+of once it has served (``_trial``); the last trial's are gone before the next is drawn.
 
 Under the ``signed`` distribution (plain KernelBench files and converted rows: their
 ``torch.rand`` draws U(-1, 1), ``gen.py``) a reference whose outputs are not all finite on
@@ -28,12 +31,21 @@ import torch
 
 from solforge.bench.judge import probes
 from solforge.bench.judge.context import WorkloadContext
-from solforge.bench.judge.outcome import fail, hacked, owned, runner_failed, unchanged
+from solforge.bench.judge.outcome import (
+    fail,
+    for_runner,
+    hacked,
+    owned,
+    runner_failed,
+    unchanged,
+)
 from solforge.bench.measure import inputs as I
 from solforge.bench.measure.compare import as_list, compare_outputs, same_outputs
 from solforge.bench.runner.handle import RunnerFailure
 from solforge.records import Status
 
+# the float64 golden is skipped when the outputs, the parameters or the floating inputs
+# have more elements than this (each then takes at most 512 MiB in float64)
 GOLDEN_MAX_ELEMENTS = 1 << 26
 
 
@@ -43,7 +55,10 @@ def _golden(ref: Any, inputs: list[Any], seed: int, ref_out: Any, out: list[Any]
     refs = as_list(ref_out)
     n = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
     params = sum(p.numel() for p in ref.parameters()) if isinstance(ref, torch.nn.Module) else 0
-    if n == 0 or n > GOLDEN_MAX_ELEMENTS or params > GOLDEN_MAX_ELEMENTS:
+    # the inputs too: an 8 GB input and a small output (an argmax, a sum over a dim) would
+    # take 16 GB more in float64
+    xs = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
+    if n == 0 or max(n, params, xs) > GOLDEN_MAX_ELEMENTS:
         return None, None
     if any(isinstance(r, torch.Tensor) and not r.is_floating_point() for r in refs):
         return None, None
@@ -66,82 +81,96 @@ def _finite(out: Any) -> bool:
 
 def correctness_trials(ctx: WorkloadContext) -> Status | None:
     """Run the trials; return the failing status, or None when all passed."""
-    problem, ref, res, seed, device = ctx.problem, ctx.ref, ctx.res, ctx.seed, ctx.device
-    dists = problem.distributions
+    dists = ctx.problem.distributions
     for t in range(ctx.opts.trials):
-        s = (seed + 7919 * t) % (2**31)
-        dist = dists[t % len(dists)]
-        try:
-            x = I.make_inputs(ctx.module, ctx.workload.params, s, dist, device)
-            ref_out = I.run_forward(ref, I.clone_all(x), s)
-            I.synchronize(device)
-            if dist == "signed" and not _finite(ref_out):
-                x_own = I.make_inputs(ctx.module, ctx.workload.params, s, "normal", device)
-                own_out = I.run_forward(ref, I.clone_all(x_own), s)
-                if _finite(own_out):
-                    x, ref_out, dist = x_own, own_out, "normal"
-                    note = ("signed inputs give the reference non-finite outputs (it needs "
-                            "nonnegative torch.rand inputs): those trials ran on the file's "
-                            "own draw")
-                    if note not in res.message:
-                        res.message = "; ".join(m for m in (res.message, note) if m)
-            if t == 0:
-                again = I.run_forward(ref, I.clone_all(x), s)
-                if not same_outputs(ref_out, again):
-                    # GPU kernels with atomics or split reductions (attention with split-KV,
-                    # index_add, scatter) differ in the last bits from run to run; only a
-                    # difference beyond the tolerance makes the reference unusable
-                    drift = compare_outputs(again, ref_out, problem, x)
-                    if not drift.ok:
-                        return fail(res, Status.INVALID_REFERENCE,
-                                    "the reference gives two different answers to the same "
-                                    "input (even with the RNG reseeded before each forward): "
-                                    f"{drift.message}")
-                    res.message = ("the reference is not bitwise deterministic (run-to-run "
-                                   f"difference up to {drift.max_abs_error:.3g}, within the "
-                                   "tolerance)")
-        except Exception as e:
-            return fail(res, Status.INVALID_REFERENCE,
-                        f"the reference failed: {type(e).__name__}: {e}")
-        sent = I.clone_all(x)
-        try:
-            reply = ctx.ask({"op": "run", "inputs": sent, "seed": s})
-        except RunnerFailure as e:
-            return runner_failed(res, e)
-        out = owned(reply["outputs"])
-        if "background_thread" in reply.get("flags", []):
-            return hacked(res, "background_thread", "the call started a thread running the "
-                          "solution's own code that was still alive when it returned (work "
-                          "may go on past the harness's clock)")
-        if "unjoined_stream" in reply.get("flags", []):
-            return hacked(res, "unjoined_stream", str(reply.get("unjoined")))
-        if "lazy_output" in reply.get("flags", []):
-            return hacked(res, "lazy_output", "an output is a tensor subclass, not a plain "
-                         "torch.Tensor (outputs must be materialised when the call returns)")
-        after = sent if device.type == "cuda" else reply.get("inputs_after") or sent
-        if not unchanged(x, after):
-            return hacked(res, "input_mutation", "the solution modified its inputs in place")
-        cmp = compare_outputs(out, ref_out, problem, x)
-        if cmp.note and cmp.note not in res.message:  # index outputs a plain file implies
-            res.message = "; ".join(m for m in (res.message, cmp.note) if m)
-        if t == 0 and cmp.ok:
-            status = _second_run(ctx, x, s, out, ref_out)
-            if status is not None:
-                return status
-        res.trials = t + 1
-        res.max_abs_error = max(res.max_abs_error or 0.0, cmp.max_abs_error)
-        res.max_rel_error = max(res.max_rel_error or 0.0, cmp.max_rel_error)
-        res.mismatch_ratio = max(res.mismatch_ratio or 0.0, cmp.mismatch_ratio)
-        seen = res.error_by_distribution.get(dist, [0.0, 0.0])
-        res.error_by_distribution[dist] = [max(seen[0], cmp.max_abs_error),
-                                           max(seen[1], cmp.max_rel_error)]
+        status = _trial(ctx, t, dists[t % len(dists)])
+        if status is not None:
+            return status
+    ctx.res.correct = True
+    ctx.res.status = Status.PASSED
+    return None
+
+
+def _trial(ctx: WorkloadContext, t: int, dist: str) -> Status | None:
+    """One trial; its copies of the inputs die with it, and within it each copy is let go
+    of once it has served: the judge holds the trial's inputs and one copy at a time (a
+    reference, or the candidate, reading it), never the last trial's beside this one's."""
+    problem, ref, res, device = ctx.problem, ctx.ref, ctx.res, ctx.device
+    s = (ctx.seed + 7919 * t) % (2**31)
+    try:
+        x = I.make_inputs(ctx.module, ctx.workload.params, s, dist, device)
+        ref_out = I.run_forward(ref, I.clone_all(x), s)
+        I.synchronize(device)
+        if dist == "signed" and not _finite(ref_out):
+            x_own = I.make_inputs(ctx.module, ctx.workload.params, s, "normal", device)
+            own_out = I.run_forward(ref, I.clone_all(x_own), s)
+            if _finite(own_out):
+                x, ref_out, dist = x_own, own_out, "normal"
+                note = ("signed inputs give the reference non-finite outputs (it needs "
+                        "nonnegative torch.rand inputs): those trials ran on the file's "
+                        "own draw")
+                if note not in res.message:
+                    res.message = "; ".join(m for m in (res.message, note) if m)
+            del x_own, own_out
         if t == 0:
-            res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
-                ref, x, s, ref_out, out)
-        if not cmp.ok:
-            return fail(res, cmp.status, f"trial {t + 1} ({dist} inputs): {cmp.message}")
-    res.correct = True
-    res.status = Status.PASSED
+            again = I.run_forward(ref, I.clone_all(x), s)
+            if not same_outputs(ref_out, again):
+                # GPU kernels with atomics or split reductions (attention with split-KV,
+                # index_add, scatter) differ in the last bits from run to run; only a
+                # difference beyond the tolerance makes the reference unusable
+                drift = compare_outputs(again, ref_out, problem, x)
+                if not drift.ok:
+                    return fail(res, Status.INVALID_REFERENCE,
+                                "the reference gives two different answers to the same "
+                                "input (even with the RNG reseeded before each forward): "
+                                f"{drift.message}")
+                res.message = ("the reference is not bitwise deterministic (run-to-run "
+                               f"difference up to {drift.max_abs_error:.3g}, within the "
+                               "tolerance)")
+            del again
+    except Exception as e:
+        return fail(res, Status.INVALID_REFERENCE,
+                    f"the reference failed: {type(e).__name__}: {e}")
+    sent = for_runner(x, device)
+    try:
+        reply = ctx.ask({"op": "run", "inputs": sent, "seed": s})
+    except RunnerFailure as e:
+        return runner_failed(res, e)
+    out = owned(reply["outputs"])
+    if "background_thread" in reply.get("flags", []):
+        return hacked(res, "background_thread", "the call started a thread running the "
+                      "solution's own code that was still alive when it returned (work "
+                      "may go on past the harness's clock)")
+    if "unjoined_stream" in reply.get("flags", []):
+        return hacked(res, "unjoined_stream", str(reply.get("unjoined")))
+    if "lazy_output" in reply.get("flags", []):
+        return hacked(res, "lazy_output", "an output is a tensor subclass, not a plain "
+                     "torch.Tensor (outputs must be materialised when the call returns)")
+    # on a GPU the candidate read the judge's own copy (CUDA IPC); on a CPU it sends back
+    # the inputs it was given
+    after = reply.pop("inputs_after", None) if device.type != "cuda" else None
+    if not unchanged(x, after or sent):
+        return hacked(res, "input_mutation", "the solution modified its inputs in place")
+    del reply, sent, after
+    cmp = compare_outputs(out, ref_out, problem, x)
+    if cmp.note and cmp.note not in res.message:  # index outputs a plain file implies
+        res.message = "; ".join(m for m in (res.message, cmp.note) if m)
+    if t == 0 and cmp.ok:
+        status = _second_run(ctx, x, s, out, ref_out)
+        if status is not None:
+            return status
+    res.trials = t + 1
+    res.max_abs_error = max(res.max_abs_error or 0.0, cmp.max_abs_error)
+    res.max_rel_error = max(res.max_rel_error or 0.0, cmp.max_rel_error)
+    res.mismatch_ratio = max(res.mismatch_ratio or 0.0, cmp.mismatch_ratio)
+    seen = res.error_by_distribution.get(dist, [0.0, 0.0])
+    res.error_by_distribution[dist] = [max(seen[0], cmp.max_abs_error),
+                                       max(seen[1], cmp.max_rel_error)]
+    if t == 0:
+        res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
+            ref, x, s, ref_out, out)
+    if not cmp.ok:
+        return fail(res, cmp.status, f"trial {t + 1} ({dist} inputs): {cmp.message}")
     return None
 
 
@@ -149,7 +178,8 @@ def _second_run(ctx: WorkloadContext, x: list[Any], seed: int, first: list[Any],
                 ref_out: Any) -> Status | None:
     """The same input again: the two answers must agree within the tolerance."""
     try:
-        again = owned(ctx.ask({"op": "run", "inputs": I.clone_all(x), "seed": seed})["outputs"])
+        again = owned(ctx.ask({"op": "run", "inputs": for_runner(x, ctx.device),
+                               "seed": seed})["outputs"])
     except RunnerFailure as e:
         return runner_failed(ctx.res, e)
     # index outputs select from the reference's outputs, never from the candidate's own

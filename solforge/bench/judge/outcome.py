@@ -2,7 +2,8 @@
 
 Small helpers both halves of a workload's verdict use (``bench/judge/correctness.py``, ``bench/judge/performance.py``): set
 a failing status and its message, record a runner's failure or a hack's flag, copy what
-the runner sent before using it, and tell whether inputs came back unchanged.
+the runner sent before using it, what the judge sends it, and tell whether inputs came
+back unchanged.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def hacked(res: WorkloadResult, flag: str, message: str) -> Status:
 def owned(xs: list[Any]) -> list[Any]:
     """Copies of what the runner sent: CUDA IPC views stay mapped to its memory."""
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def for_runner(xs: list[Any], device: torch.device) -> list[Any]:
+    """What the judge sends the runner of its own tensors: on a GPU a copy (the runner
+    maps the judge's memory over CUDA IPC and could write to it); on a CPU the tensors
+    themselves, since the channel sends their bytes (``runner/channel.py``)."""
+    if device.type == "cuda":
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+    return list(xs)
 
 
 def unchanged(before: list[Any], after: list[Any]) -> bool:

@@ -13,6 +13,11 @@ compares that clock with the runner's figures (``probes.clock_check``); it watch
 the runner burns between requests (``probes.idle_check``); last, the speed-of-light
 annotation (its counting run of the reference inside the slot, like every kernel the judge
 launches for the timing: the input pool, the baselines' warm-up).
+
+Memory: beside its pool the judge holds one more input set at a time (the copy the runner
+reads, one rebuilt call's inputs), two in its baselines' timing loop (the last call's and
+the next's); before the runner's timing loop and its batch it gives its cached blocks back
+to the driver (``memory.hand_over``). ``admission.phases`` counts the same.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from typing import Any
 
 import torch
 
-from solforge.bench.judge import probes
+from solforge.bench.judge import memory, probes
 from solforge.bench.judge.context import WorkloadContext
-from solforge.bench.judge.outcome import hacked, owned, runner_failed
+from solforge.bench.judge.outcome import for_runner, hacked, owned, runner_failed
 from solforge.bench.measure import inputs as I
 from solforge.bench.measure import pinning
 from solforge.bench.measure.compare import as_list, compare_outputs
@@ -140,7 +145,8 @@ def _timing(ctx: WorkloadContext, pool_or_maker: list[list[Any]] | Callable[[], 
         for _ in range(rounds):
             seeds = [rng.randrange(2**31) for _ in range(cfg.max_calls)]
             try:
-                reply = ctx.ask({"op": "time", "pool": [I.clone_all(p) for p in pool],
+                memory.hand_over(opts.device)
+                reply = ctx.ask({"op": "time", "pool": [for_runner(p, device) for p in pool],
                                  "seeds": seeds, "config": vars(cfg),
                                  "retain_bytes": RETAIN_BYTES, "seed": seed})
                 picks = _pick_checked_calls(ref, pool, len(reply["kernel_ms"]),
@@ -264,6 +270,7 @@ def _timed_outputs(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int]
         xi = fresh_inputs(pool[i % len(pool)], seeds[i])
         want = I.run_forward(ctx.ref, xi, ctx.seed)
         cmp = compare_outputs(owned(kept[i]), want, ctx.problem, xi)
+        del xi, want  # one rebuilt input set at a time beside the pool
         if not cmp.ok:
             return hacked(res, "timed_output_mismatch",
                          f"timed call {i} returned a wrong result ({cmp.message}) although the "
@@ -279,7 +286,8 @@ def _host_batch(ctx: WorkloadContext, pool: list[list[Any]]) -> Status | None:
     rng = random.Random(seed ^ 0xBA7C)
     seeds = [rng.randrange(2**31) for _ in range(m)]
     try:
-        runner.ask({"op": "batch_prepare", "pool": [I.clone_all(p) for p in pool],
+        memory.hand_over(ctx.opts.device)
+        runner.ask({"op": "batch_prepare", "pool": [for_runner(p, ctx.device) for p in pool],
                     "seeds": seeds}, deadline)
         reply = runner.ask({"op": "batch_go"}, deadline)
         wall = runner.replied_at - runner.sent_at  # the round trip, not our bookkeeping

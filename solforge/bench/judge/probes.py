@@ -23,6 +23,7 @@ thresholds (then it also cannot have bought much time).
 from __future__ import annotations
 
 from solforge.bench.judge.context import WorkloadContext
+from solforge.bench.judge.outcome import for_runner
 from solforge.bench.measure import inputs as I
 from solforge.bench.policy.rules import (
     AtenTrace,
@@ -75,7 +76,7 @@ def policy_probe(ctx: WorkloadContext, own_kernels: bool
     w, ref, res, seed = ctx.workload, ctx.ref, ctx.res, ctx.seed
     x = I.make_inputs(ctx.module, w.params, seed, "normal", ctx.device)
     try:
-        reply = ctx.ask({"op": "trace", "inputs": I.clone_all(x), "seed": seed,
+        reply = ctx.ask({"op": "trace", "inputs": for_runner(x, ctx.device), "seed": seed,
                          "aten": own_kernels})
     except RunnerFailure as e:
         if e.fatal or e.status in ("TIMEOUT", "REWARD_HACK") or not ctx.runner.proc.alive():

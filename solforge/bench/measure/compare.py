@@ -170,7 +170,12 @@ def compare_outputs(out: Any, ref: Any, problem: Problem, inputs: list[Any],
 
 
 def same_outputs(a: Any, b: Any) -> bool:
-    """Bitwise equality of two output structures (reference determinism)."""
+    """Equality of two output structures (reference determinism, inputs left unchanged):
+    tensors equal element by element, NaN equal to NaN. The bits are compared first,
+    without a copy; only tensors whose bits differ are compared again as values (a NaN
+    with another payload, -0.0 and 0.0), on float copies: with two copies of an 8 GB
+    input the check of the candidate's inputs was most of the judge's peak
+    (benchmarks/results/2026-12-05-h100-s18)."""
     xs, ys = as_list(a), as_list(b)
     if len(xs) != len(ys):
         return False
@@ -178,9 +183,28 @@ def same_outputs(a: Any, b: Any) -> bool:
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False
+            if _same_bits(x, y):
+                continue
             if not torch.equal(torch.nan_to_num(x.float()) if x.is_floating_point() else x,
                                torch.nan_to_num(y.float()) if y.is_floating_point() else y):
                 return False
         elif x != y:
             return False
     return True
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether two tensors of one shape and dtype hold the same bits (False where the
+    bits cannot be viewed: the caller then compares values)."""
+    if not (x.is_floating_point() or x.is_complex()):
+        return torch.equal(x, y)
+    bits = _BITS.get(x.element_size())
+    if bits is None:
+        return False
+    try:
+        return torch.equal(x.view(bits), y.view(bits))
+    except RuntimeError:  # a view of another dtype this layout cannot take
+        return False
