@@ -9,9 +9,15 @@ three evaluators together asked an H200 for more than it has, and the out-of-mem
 one became another candidate's verdict.
 
 - :func:`estimate` sizes a workload before anything of it is on the device: the inputs
-  and the reference's weights counted on the ``meta`` device (no memory, no kernels), then
-  the harness's multiples of them (:func:`footprint`). After the first trial it is sized
-  again from what the reference and the candidate really used (``MemoryPlan.measured_mb``).
+  and the reference's weights counted on the ``meta`` device (no memory, no kernels);
+  :func:`phases` says what the judge and the runner each hold at the peak of each phase
+  of the evaluation, :func:`footprint` the largest sum. After the first trial it is sized
+  again from its outputs and what the reference and the candidate really used
+  (:func:`measured_footprint`, ``MemoryPlan.measured_mb``). A workload whose footprint
+  with one input set is larger than the device is refused before it runs
+  (:func:`refusal`): on an 80 GB H100 KernelBench's 51_Argmax ran out of memory halfway
+  instead, planned at 58,356 MiB while the judge held 51,212 MiB and its runner 16.7 GB
+  when the runner asked for 8 GB more (benchmarks/results/2026-12-05-h100-s18).
 - :func:`input_sets` picks how many timing input sets are in flight: three for small
   problems, down to one for those whose footprint would take more than half the device.
   Every timed call still gets fresh values at a fresh address (``timing.fresh_inputs``).
@@ -24,12 +30,14 @@ one became another candidate's verdict.
 
 Not covered: processes that do not use solforge (their memory only shows as less free
 memory when a ticket is granted); the estimate is the harness's arithmetic, not a
-measurement of the candidate's workspace before its first call; host memory.
+measurement of the candidate's workspace before its first call, nor of the reference's
+intermediates, nor of a compile baseline's graphs and pools; host memory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -52,9 +60,12 @@ MAX_SETS = 3                 # the timing pool of a small problem (checks.POOL_S
 SHARE = 0.5                  # a workload's footprint may take this much of the device
 HOLD_MB = 2048.0             # timing.TimingConfig.hold_bytes: earlier calls' inputs
 RETAIN_MB = 2048.0           # timing.RETAIN_BYTES: timed outputs the runner keeps
-BATCH_MB = 2048.0            # baselines.BATCH_MAX_BYTES: the host clock's prepared batch
-CONTEXT_MB = 1024.0          # a CUDA context, cuBLAS/cuDNN handles and workspaces
-GOLDEN_MAX_MB = 1024.0       # the float64 golden is skipped beyond 2**26 elements
+BATCH_MB = 2048.0            # timing.BATCH_MAX_BYTES: the host clock's prepared batch
+CALLS = 200                  # timing.TimingConfig.max_calls: timed calls at most
+CONTEXT_MB = 1024.0          # a CUDA context, cuBLAS/cuDNN handles and workspaces, L2 flush
+# the float64 golden at most (correctness.GOLDEN_MAX_ELEMENTS, 2**26 elements): the
+# model, the inputs and the outputs in float64, the outputs' error terms (3 more)
+GOLDEN_MAX_MB = 6 * 8 * (1 << 26) / MB
 
 
 @dataclass
@@ -64,53 +75,115 @@ class Sizes:
     inputs_mb: float | None = None    # one input set
     weights_mb: float | None = None   # the reference's parameters and buffers
     outputs_mb: float | None = None   # one call's outputs (known after the first trial)
+    scratch_mb: float = 0.0           # fresh_inputs' fp32 draw beside its copy of the set
 
 
-def _tensor_mb(xs: Any) -> float:
+def _tensors(xs: Any) -> list[torch.Tensor]:
     if isinstance(xs, torch.Tensor):
-        return xs.numel() * xs.element_size() / MB
+        return [xs]
     if isinstance(xs, (list, tuple)):
-        return sum(_tensor_mb(x) for x in xs)
+        return [t for x in xs for t in _tensors(x)]
     if isinstance(xs, dict):
-        return sum(_tensor_mb(x) for x in xs.values())
-    return 0.0
+        return [t for x in xs.values() for t in _tensors(x)]
+    return []
+
+
+def tensor_mb(xs: Any) -> float:
+    """MiB of the tensors in ``xs`` (lists, tuples, dicts of them)."""
+    return sum(t.numel() * t.element_size() for t in _tensors(xs)) / MB
+
+
+def _scratch_mb(xs: Any) -> float:
+    """What ``timing.fresh_inputs`` draws beside its copy: an fp32 tensor of the size of
+    each floating input but a contiguous fp32 one (and an fp32 copy of a float64 or 8-bit
+    input)."""
+    n = 0
+    for t in _tensors(xs):
+        if t.is_floating_point() and not (t.dtype == torch.float32 and t.is_contiguous()):
+            promoted = t.dtype in (torch.float32, torch.float16, torch.bfloat16)
+            n += 4 * t.numel() * (1 if promoted else 2)
+    return n / MB
 
 
 def estimate(module: ModuleType, params: dict[str, Any], init_args: list[Any]) -> Sizes:
     """One input set and the reference's weights, counted on the meta device. A
     ``get_inputs`` or a constructor that needs real values (``.item()``, data-dependent
-    shapes) leaves its part unknown: the first trial's measurement sizes it then."""
+    shapes) leaves its part unknown: the first trial's measurement sizes it then. The
+    outputs are known after the first trial: a forward on the meta device could leave a
+    meta tensor in a cache of the reference's (a module's, a library's) that its real
+    calls would then meet."""
     sizes = Sizes()
     p = dict(params)
     try:
         with torch.device("meta"):
             xs = call_with_params(module.get_inputs, p)
-        sizes.inputs_mb = _tensor_mb(xs)
+        sizes.inputs_mb = tensor_mb(xs)
+        sizes.scratch_mb = _scratch_mb(xs)
     except Exception:  # noqa: BLE001 - any failure only means "not known yet"
         pass
     try:
         with torch.device("meta"):
             model = module.Model(*init_args)
         if isinstance(model, torch.nn.Module):
-            sizes.weights_mb = (sum(_tensor_mb(t) for t in model.parameters())
-                                + sum(_tensor_mb(t) for t in model.buffers()))
+            sizes.weights_mb = (sum(tensor_mb(t) for t in model.parameters())
+                                + sum(tensor_mb(t) for t in model.buffers()))
     except Exception:  # noqa: BLE001
         pass
     return sizes
 
 
-def footprint(s: Sizes, sets: int) -> float:
-    """MiB the judge and the runner together hold at the evaluation's peak (the timing
-    phase) with ``sets`` timing input sets: both models; the judge's pool and the clone it
-    sends; the runner's own copy of the pool, its fresh copy per call and the earlier
-    calls' inputs it keeps (fresh addresses); the outputs it keeps for the re-check; the
-    reference's outputs, the host clock's batch, the golden, two CUDA contexts."""
+def phases(s: Sizes, sets: int) -> dict[str, tuple[float, float]]:
+    """(judge MiB, runner MiB) each process holds at the peak of each phase of a workload
+    with ``sets`` timing input sets (``x`` one input set, ``w`` the weights, ``o`` one
+    call's outputs, unknown outputs taken as large as the inputs). Both processes hold
+    their model throughout; a process gives its cached blocks back before the other's
+    heavy phase (``memory.hand_over``, ``runner/operations.op_time``).
+
+    - correctness: the judge holds a trial's inputs and one copy of them (the reference's,
+      or the one the runner reads over CUDA IPC) with the reference's two answers, or a
+      third input set while a signed draw is replaced by the file's own; or, comparing,
+      the reference's outputs, the candidate's and a flattened copy; the float64 golden.
+      The runner its outputs.
+    - timing (the candidate's loop): the judge its pool and the copy of it the runner
+      reads; the runner its own copy of the pool, earlier calls' inputs it holds for new
+      addresses (the last at least), the new call's and its scratch, the outputs it keeps.
+    - baselines (the runner stopped, holding its kept outputs): the judge its pool and the
+      same loop, or its wall-clock batch.
+    - host batch: the judge its pool and the copy sent; the runner the batch it prepares.
+    """
     x = s.inputs_mb or 0.0
     w = s.weights_mb or 0.0
     o = s.outputs_mb if s.outputs_mb is not None else x
-    golden = min(2.0 * (x + w), GOLDEN_MAX_MB)
-    return (2 * w + (3 * sets + 1) * x + min(HOLD_MB, 8 * x) + min(RETAIN_MB, 4 * o)
-            + 2 * o + min(BATCH_MB, 8 * x) + golden + 2 * CONTEXT_MB)
+    golden = min(2 * (x + w) + 8 * o, GOLDEN_MAX_MB) if o else 0.0
+    prior = max(x, min(HOLD_MB, CALLS * x))
+    fresh = x + s.scratch_mb
+    kept = max(o, min(RETAIN_MB, CALLS * o))
+    batch = max(x, min(BATCH_MB, CALLS * x)) + s.scratch_mb
+    return {
+        "correctness": (w + max(3 * x + 2 * o, x + 3 * o) + golden, w + 2 * o),
+        "timing": (w + 2 * sets * x, w + sets * x + prior + fresh + kept + o),
+        "baselines": (w + sets * x + max(prior + fresh, batch) + o, w + kept),
+        "host batch": (w + 2 * sets * x, w + batch + o),
+    }
+
+
+def footprint(s: Sizes, sets: int) -> float:
+    """MiB the judge and the runner together hold at the evaluation's peak with ``sets``
+    timing input sets: the largest sum of :func:`phases`, and two CUDA contexts. For
+    KernelBench's 51_Argmax (8190 MiB of input, 4 MiB of output, one set) the peak is the
+    candidate's timing: the judge 2x, the runner 3x and its kept outputs, 43,802 MiB in
+    all; before its outputs are known (taken as large as its inputs) 62,450 MiB."""
+    return max(j + r for j, r in phases(s, sets).values()) + 2 * CONTEXT_MB
+
+
+def measured_footprint(s: Sizes, sets: int, judge_mb: float, runner_mb: float) -> float:
+    """The footprint once the correctness trials ran: their real peaks (``judge_mb``,
+    ``runner_mb``: each process's allocator), or a later phase of :func:`phases` with what
+    the candidate's process used beyond its estimate there (its own workspace) added."""
+    p = phases(s, sets)
+    own = max(0.0, runner_mb - p["correctness"][1])
+    later = max(j + r + own for phase, (j, r) in p.items() if phase != "correctness")
+    return max(judge_mb + runner_mb, later) + 2 * CONTEXT_MB
 
 
 def input_sets(s: Sizes, capacity_mb: float | None) -> int:
@@ -122,6 +195,25 @@ def input_sets(s: Sizes, capacity_mb: float | None) -> int:
         if footprint(s, k) <= SHARE * capacity_mb:
             return k
     return 1
+
+
+def refusal(s: Sizes, capacity_mb: float | None) -> str | None:
+    """Why a workload cannot run on this device, or None: its footprint with one input set
+    (what is certain of it: its unknown outputs and golden left out) is larger than the
+    device offers. Said before anything of it is built, instead of an out-of-memory in the
+    middle of its evaluation."""
+    if capacity_mb is None or s.inputs_mb is None:
+        return None
+    least = dataclasses.replace(s, outputs_mb=s.outputs_mb or 0.0)
+    need = footprint(least, 1)
+    if need <= capacity_mb:
+        return None
+    peak, (judge, runner) = max(phases(least, 1).items(), key=lambda kv: sum(kv[1]))
+    return (f"the workload does not fit this device: with one input set of "
+            f"{s.inputs_mb:.0f} MiB it needs about {need:.0f} MiB at its peak ({peak}: the "
+            f"judge {judge:.0f} MiB, the candidate's process {runner:.0f} MiB, two CUDA "
+            f"contexts), and the device offers {capacity_mb:.0f} MiB; evaluate it on a "
+            "device with more memory, or at smaller sizes")
 
 
 def capacity_mb(device: str) -> float | None:

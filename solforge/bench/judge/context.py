@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from solforge.bench.baselines import WorkloadBaselines
-from solforge.bench.judge.admission import Ticket
+from solforge.bench.judge.admission import Sizes, Ticket
 from solforge.bench.judge.state import Judge
 from solforge.bench.policy.solution import Language
 from solforge.bench.runner.handle import RunnerHandle
@@ -42,6 +42,7 @@ class WorkloadContext:
     plan: MemoryPlan
     ticket: Ticket
     lang: Language | None       # None: the evaluator's own reference-as-solution (no policy)
+    sizes: Sizes = field(default_factory=Sizes)  # what the memory plan was made of
     found: list[Finding] = field(default_factory=list)  # the policy's dynamic findings
     ref: Any = None             # the reference model, built on the device
     baselines: WorkloadBaselines = field(init=False)

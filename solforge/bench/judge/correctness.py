@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from solforge.bench.judge import probes
+from solforge.bench.judge import admission, probes
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.judge.outcome import (
     fail,
@@ -113,6 +113,7 @@ def _trial(ctx: WorkloadContext, t: int, dist: str) -> Status | None:
                     res.message = "; ".join(m for m in (res.message, note) if m)
             del x_own, own_out
         if t == 0:
+            ctx.sizes.outputs_mb = admission.tensor_mb(ref_out)  # for memory_plan._measured
             again = I.run_forward(ref, I.clone_all(x), s)
             if not same_outputs(ref_out, again):
                 # GPU kernels with atomics or split reductions (attention with split-KV,

@@ -2,10 +2,12 @@
 re-sizing from measured peaks, and an out-of-memory charged to whoever caused it.
 
 Before a workload is built its footprint is estimated and the number of timing input sets
-chosen (``admission.py``); the evaluation then waits, not on the candidate's time, until the
-workload fits beside the others on the device (the phase :data:`MEMORY_WAIT`), and after
-its first trials it is sized again from the real peaks of the judge and the runner. An
-out-of-memory on the device alone is the candidate's (``RUNTIME_ERROR``) or the
+chosen (``admission.py``); a workload that cannot fit the device even alone with one input
+set is the reference's (``INVALID_REFERENCE``), said then instead of an out-of-memory in
+the middle of its evaluation; the evaluation then waits, not on the candidate's time,
+until the workload fits beside the others on the device (the phase :data:`MEMORY_WAIT`),
+and after its first trials it is sized again from the real peaks of the judge and the
+runner. An out-of-memory on the device alone is the candidate's (``RUNTIME_ERROR``) or the
 reference's (``INVALID_REFERENCE``), with its figures in the record's message.
 
 Not covered: the ledger of tickets and the estimates themselves (``admission.py``), the
@@ -16,6 +18,7 @@ of the judge's own work for a workload (``workload.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from solforge.bench.judge import admission, memory
@@ -69,16 +72,30 @@ def _charge_out_of_memory(rec: EvaluationRecord, res: WorkloadResult, judge: Jud
     rec.message = f"{msg}.\n{rec.message}"[:8000]
 
 
-def _plan(judge: Judge, module: Any, w: Workload, alone: bool) -> MemoryPlan:
+def _plan(judge: Judge, module: Any, w: Workload, alone: bool
+          ) -> tuple[MemoryPlan, admission.Sizes]:
     """The workload's estimated footprint and input sets, before any of it is built."""
     try:
         sizes = admission.estimate(module, w.params, I.init_args(module, w.params))
     except Exception:  # noqa: BLE001 - a constructor argument that fails shows up later
         sizes = admission.Sizes()
     sets = admission.input_sets(sizes, judge.ledger.capacity)
-    return MemoryPlan(estimate_mb=round(admission.footprint(sizes, sets), 1),
+    plan = MemoryPlan(estimate_mb=round(admission.footprint(sizes, sets), 1),
                       input_sets=sets, alone=alone, inputs_mb=_r(sizes.inputs_mb),
                       weights_mb=_r(sizes.weights_mb))
+    return plan, sizes
+
+
+def _refused(judge: Judge, w: Workload, plan: MemoryPlan, sizes: admission.Sizes
+             ) -> WorkloadResult | None:
+    """The workload's result when it cannot fit the device even alone with one input set
+    (``admission.refusal``): the reference's, said before anything of it is built."""
+    why = admission.refusal(sizes, judge.ledger.capacity)
+    if why is None:
+        return None
+    return WorkloadResult(name=w.name, visible=w.visible, params=w.params_json(),
+                          status=Status.INVALID_REFERENCE, message=why, correct=False,
+                          memory=plan)
 
 
 def _r(x: float | None) -> float | None:
@@ -101,15 +118,17 @@ def _admit(judge: Judge, plan: MemoryPlan, w: Workload) -> admission.Ticket:
 
 
 def _measured(ctx: WorkloadContext) -> None:
-    """Size the workload again from the first trials' real peaks (judge and runner), plus
-    the timing phase's extra input sets, and update its ticket."""
+    """Size the workload again from the first trials' real peaks (judge and runner), its
+    outputs (known now) and the later phases' estimates (``admission.measured_footprint``),
+    and update its ticket: to less than the estimate when the outputs turned out smaller
+    than the inputs they were taken to be."""
     judge, plan, runner = ctx.judge, ctx.plan, ctx.runner
     jp = judge.memory.workload_peak()
     if jp is None:
         return
-    x = plan.inputs_mb if plan.inputs_mb is not None else max(0.0, jp / 4)
-    sets = plan.input_sets or 1
-    extra = 2 * sets * x + min(admission.HOLD_MB, 8 * x) + min(admission.RETAIN_MB, 4 * x) \
-        + min(admission.BATCH_MB, 8 * x)
-    plan.measured_mb = round(jp + (runner.peak_mb or 0.0) + extra, 1)
-    judge.ledger.resize(ctx.ticket, max(plan.estimate_mb or 0.0, plan.measured_mb))
+    sizes, sets = ctx.sizes, plan.input_sets or 1
+    if sizes.inputs_mb is None:  # the trials held an input set and a copy of it
+        sizes = dataclasses.replace(sizes, inputs_mb=jp / 2)
+    plan.measured_mb = round(admission.measured_footprint(sizes, sets, jp,
+                                                          runner.peak_mb or 0.0), 1)
+    judge.ledger.resize(ctx.ticket, max(admission.footprint(sizes, sets), plan.measured_mb))

@@ -2,10 +2,11 @@
 
 Load the problem and the solution; the policy's source rules; the build step where the
 language builds ahead; then each selected workload in turn, planned and admitted to the
-device (``memory_plan.py``) and judged (``workload.py``: correctness trials, the policy's
-traced call, timing). The first failing workload decides the status. An out-of-memory that
-came while other evaluations were admitted on the device makes the evaluation run again
-alone. Also here: :func:`profile`, where a candidate's time goes.
+device, or refused when it cannot fit it (``memory_plan.py``), and judged (``workload.py``:
+correctness trials, the policy's traced call, timing). The first failing workload decides
+the status. An out-of-memory that came while other evaluations were admitted on the device
+makes the evaluation run again alone. Also here: :func:`profile`, where a candidate's time
+goes.
 
 Workload selection: on a CPU, the problem's ``cpu`` workloads (all workloads if it marks
 none, as a plain KernelBench file does); on a GPU, every workload, with the small ``cpu``
@@ -39,6 +40,7 @@ from solforge.bench.judge.memory_plan import (
     _charge_out_of_memory,
     _out_of_memory,
     _plan,
+    _refused,
 )
 from solforge.bench.judge.reference_solution import is_reference_solution
 from solforge.bench.judge.state import Judge
@@ -174,22 +176,24 @@ def _evaluate(judge: Judge, rec: EvaluationRecord, problem_path: str, solution_p
     seed = opts.seed if opts.seed is not None else random.randrange(1, 2**31)
     try:
         for w, timed in selected:
-            plan = _plan(judge, module, w, alone)
-            ticket = _admit(judge, plan, w)
-            ctx = WorkloadContext(
-                judge=judge, problem=problem.for_workload(w), module=module, workload=w,
-                timed=timed,
-                runner=runner, opts=opts, deadline=deadline, seed=seed,
-                res=WorkloadResult(name=w.name, visible=w.visible, params=w.params_json(),
-                                   memory=plan),
-                plan=plan, ticket=ticket, lang=lang if checked else None)
-            try:
-                res = _admitted_workload(ctx, sol.path)
-                memory.release_workload(opts.device)
-            finally:
-                judge.ledger.leave(ticket)
-            plan.neighbours = ticket.peak_neighbours
-            _record_findings(rec, ctx.found)
+            plan, sizes = _plan(judge, module, w, alone)
+            res = _refused(judge, w, plan, sizes)
+            if res is None:
+                ticket = _admit(judge, plan, w)
+                ctx = WorkloadContext(
+                    judge=judge, problem=problem.for_workload(w), module=module, workload=w,
+                    timed=timed,
+                    runner=runner, opts=opts, deadline=deadline, seed=seed,
+                    res=WorkloadResult(name=w.name, visible=w.visible,
+                                       params=w.params_json(), memory=plan),
+                    plan=plan, ticket=ticket, lang=lang if checked else None, sizes=sizes)
+                try:
+                    res = _admitted_workload(ctx, sol.path)
+                    memory.release_workload(opts.device)
+                finally:
+                    judge.ledger.leave(ticket)
+                plan.neighbours = ticket.peak_neighbours
+                _record_findings(rec, ctx.found)
             rec.workloads.append(res)
             for f in res.flags:
                 if f not in rec.flags:
