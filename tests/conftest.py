@@ -1,7 +1,10 @@
-"""Shared fixtures: paths, a CPU evaluator per test module, an isolated solforge cache."""
+"""Shared fixtures: paths, a CPU evaluator per test module, an isolated solforge cache, and
+the ``alone`` marker for tests that must not share the machine with another pytest-xdist
+worker."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -36,6 +39,31 @@ def two_spares():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SOLFORGE_SPARES", "2")
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist (the README's command runs two workers), a test marked ``alone``
+    holds a lock exclusively and every other test holds it shared, setup to teardown: on
+    the two cores of CI the other worker's evaluations took the background-work probe's
+    spinning thread under its bar (background_spinner.py judged PASSED, a missed hack).
+    The gate lock is taken first by both, so a waiting ``alone`` test keeps the next shared
+    one from starting and is not starved. Without xdist nothing is locked."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    basetemp = item.config.option.basetemp  # xdist: <the run's temp dir>/popen-gwN
+    if not run or not basetemp:
+        yield
+        return
+    base = Path(basetemp).parent / f"solforge-alone-{run}"
+    fds = [os.open(f"{base}.{name}", os.O_CREAT | os.O_RDWR, 0o600) for name in ("gate", "lock")]
+    try:
+        fcntl.flock(fds[0], fcntl.LOCK_EX)
+        fcntl.flock(fds[1], fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
+        fcntl.flock(fds[0], fcntl.LOCK_UN)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # releases both
 
 
 def gpu_available() -> bool:

@@ -134,7 +134,14 @@ def test_hack_docstring_names_seen_and_expected(name):
             assert f in expected_text, (name, f)
 
 
-@pytest.mark.parametrize("name", sorted(CPU_HACKS))
+# flags read off CPU time (the idle probe, the judge's clock): another worker's load on the
+# two cores would hide them, so these run alone under pytest-xdist (tests/conftest.py)
+CPU_TIME_FLAGS = {"background_work", "timing_mismatch"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.alone) if CPU_TIME_FLAGS & set(e.flags) else n
+    for n, e in sorted(CPU_HACKS.items())])
 def test_hack_is_caught(ev, name):
     exp = CPU_HACKS[name]
     marker = Path("/tmp/solforge-forged-message-ran")  # what forged_message's payload does
@@ -163,6 +170,7 @@ def test_honest_solution_passes_unflagged(ev, name):
         [(w.name, w.idle_cpu_s, w.idle_wall_s) for w in timed]
 
 
+@pytest.mark.alone
 def test_background_work_is_caught_in_the_judges_idle_probe_on_a_busy_machine(ev):
     """The judge's own work (the SOL count, baselines) overlaps some idle windows; on a
     2-core machine a spinning thread then gets under half a core over all of them. The

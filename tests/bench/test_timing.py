@@ -3,6 +3,7 @@ and reference (the same code measured on both sides comes out at about 1.0x)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from solforge.bench.evaluator import Evaluator
@@ -72,6 +73,7 @@ def test_measure_keeps_outputs_for_later_checks():
     assert sorted(small.outputs) == [9]  # room for one output: the newest is kept
 
 
+@pytest.mark.alone  # a speed ratio on the CPU: no other worker's load
 def test_reference_against_itself_is_about_one():
     """No systematic bias between the runner's clock and the judge's baseline. A call
     takes 15-30 us here, where a loaded 2-core machine once gave one evaluation 0.49x
@@ -89,6 +91,7 @@ def test_reference_against_itself_is_about_one():
     assert 0.6 < seen[-1][0] < 1.6, seen
 
 
+@pytest.mark.alone  # a speed ratio on the CPU: no other worker's load
 def test_a_fresh_runner_is_warm_on_every_workload():
     """The reference judged against itself on a fresh judge and runner, five times.
 
