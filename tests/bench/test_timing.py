@@ -130,6 +130,8 @@ def test_a_fresh_runner_is_warm_on_every_workload():
             assert ("baseline", w.name, "eager") in order[-1][timing:], order[-1]
     assert len(seen) >= 2, seen
     for name, xs in seen.items():
-        assert len(set(eager[name])) == len(eager[name]), (name, eager[name])  # none cached
+        # none cached (a cached figure would come back in all five); two fresh medians can
+        # meet to the nanosecond: 0.025728 ms twice of five in a run of the suite
+        assert len(set(eager[name])) >= len(eager[name]) - 1, (name, eager[name])
         med = sorted(xs)[len(xs) // 2]
         assert 0.5 <= med <= 2.0, (name, xs)
