@@ -3,6 +3,9 @@ measures, with real processes standing in for the other judge and its runner."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -47,6 +50,10 @@ def other_judge(tmp_path, monkeypatch):
     time.sleep(0.5)
     quiet.register(DEVICE, runner.pid, judge=judge.pid)
     yield judge, runner
+    # the runner's child too: left behind, it stayed stopped for good after a run of the suite
+    for pid in quiet.descendants(runner.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     for p in (runner, judge):
         p.kill()
         p.wait()
