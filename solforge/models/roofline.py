@@ -30,7 +30,8 @@ from typing import Any
 import torch
 
 from solforge.bench.measure.inputs import build_model, init_args, make_inputs
-from solforge.problems.loader import import_file, load_problem
+from solforge.problems.loader import import_file
+from solforge.problems.spec import problem_from_module
 from solforge.sol.profile import load_profile
 from solforge.sol.roofline import sol_time
 from solforge.sol.work import count_work
@@ -47,8 +48,9 @@ def roofline_fraction(path: Path, device: torch.device, measured_ms: dict[str, f
     profile = load_profile(str(device) if device.type == "cuda" else "cpu")
     if profile is None:
         return None
-    problem = load_problem(path)
+    # one import: the spec (workloads, precision) read from the module that builds them
     module = import_file(path, prefix="solforge_extract_roofline")
+    problem = problem_from_module(module, Path(path))
     per: dict[str, dict[str, float]] = {}
     errors: list[str] = []
     for w in problem.workloads:
