@@ -8,7 +8,22 @@ share of the model's time. A problem nobody tried yet gets twice its weight, tim
 headroom its extraction estimated where there is one (``1 - model_roofline``, at least
 ``UNTRIED_FLOOR``: the model ran it at that fraction of its speed of light;
 ``models/roofline.py``): with no estimate it comes before every tried problem; a module
-the model already ran near its bound may wait for one with more to give. A problem is
+the model already ran near its bound may wait for one with more to give.
+
+**Survey** (``PlannerConfig.survey``, when there are more problems than workers): before
+any problem is searched, every problem's reference is judged once by a worker that can
+(``units.Surveyor``: the search worker), in the order given, and its distance to speed of
+light measured against the best it already has (the fastest of the reference and its
+baselines: ``budget.best_baseline_fraction``). That measured fraction then stands in for
+``model_roofline`` in the untried headroom, so the search starts where the gap is: on
+KernelBench's set, listed in file order, a matmul already at its bound took the first
+110 s while the ResNet block (6% of its bound) and two attention problems were cut by the
+wall budget (benchmarks/results/2026-12-06-h100-s20). The worker's later unit reuses the
+survey's evaluation (same candidate, same record), so a survey costs one evaluation the
+search would have run anyway. When a budget ends the run, a surveyed problem no unit has
+reached yet still gets one (``floor_problem``): the worker sees the stop, evaluates only
+the compile baseline it owes, and judges its best, so no problem is left without a
+verdict because it was nearest its bound. A problem is
 **converged** once its SOL score reaches ``converge_sol`` while its best is at least as
 fast as its best baseline (never on SOL alone: a wrong bound would end it early), after
 ``patience`` units in a
@@ -31,9 +46,10 @@ A unit that runs past ``unit_timeout_s`` is a stalled worker: its evaluator is c
 
 Budgets for the whole run (0 = off): wall seconds, device seconds (the wall time of
 evaluations on GPU devices: an upper bound of what the GPUs were held for), tokens, cost,
-attempts. When one is spent no new unit starts, and running units are told
-(``Unit.stop``): the search worker ends its exploration once a candidate passed, an LLM
-worker before its next model call; either submits its best for the verdict.
+attempts. When one is spent no new unit starts (but a surveyed problem's first: see the
+survey above), and running units are told (``Unit.stop``): the search worker ends its
+exploration once a candidate passed, an LLM worker before its next model call; either
+submits its best for the verdict.
 
 Before reporting, every problem whose best verdict is not already a re-measured one gets
 its **final verification**: the winner evaluated again on all workloads in a fresh runner,
@@ -73,32 +89,16 @@ from solforge.orchestrate.planner_config import (  # noqa: F401 (Budgets: re-exp
     unknown_reopened,
 )
 from solforge.orchestrate.run import Run
+from solforge.orchestrate.schedule import (  # noqa: F401 (UNTRIED_FLOOR: re-export)
+    UNTRIED_FLOOR,
+    ProblemState,
+    headroom,
+    weight_of,
+)
 from solforge.orchestrate.units import Unit, agent_factory
 from solforge.orchestrate.verify import final_verification
 from solforge.problems.spec import Problem
 from solforge.records.options import EvalOptions
-
-
-# an untried problem keeps at least this fraction of its weight as headroom: the extraction's
-# roofline estimate comes from one profiled pass and a count, not from a search
-UNTRIED_FLOOR = 0.1
-
-
-def _weight(p: Problem) -> float:
-    return 1.0 if p.model_share is None else p.model_share
-
-
-@dataclass
-class ProblemState:
-    problem: Problem
-    weight: float = 1.0
-    units: int = 0
-    stale: int = 0
-    best_speedup: float | None = None
-    best_sol: float | None = None
-    converged: str = ""         # why, once it is
-    busy: bool = False
-    open_until: int = 0         # reopened: not ended before this many units
 
 
 @dataclass
@@ -141,9 +141,9 @@ class Planner:
         settings = agent_settings or {}
         self.fns = {a: agent_factory(a)(**settings.get(a, {})) for a in set(config.agents)}
         # a problem extracted from a model weighs its share of the model's time (Amdahl)
-        self.problems = {p.name: ProblemState(p, weight=_weight(p)) for p in problems}
+        self.problems = {p.name: ProblemState(p, weight=weight_of(p)) for p in problems}
         for p in problems:
-            run.ledger.add_problem(p.name, str(p.path), p.category, weight=_weight(p))
+            run.ledger.add_problem(p.name, str(p.path), p.category, weight=weight_of(p))
         # one worker of one kind is named after its kind ("search", "llm"): the names
         # that trajectories and workspaces carry
         self.workers = [
@@ -182,9 +182,15 @@ class Planner:
                 continue
             ps.open_until = ps.units + 1
             led.event("problem_reopened", problem=name, units=ps.units)
+        for e in led.events("surveyed"):
+            ps = self.problems.get(e["problem"] or "")
+            if ps is not None:
+                ps.surveyed = True
+                ps.survey_roofline = e["data"].get("roofline_fraction")
         for ps in self.problems.values():
             self._refresh(ps)
             if ps.units:
+                ps.surveyed = True
                 self._check_converged(ps)
 
     def _refresh(self, ps: ProblemState) -> bool:
@@ -239,21 +245,47 @@ class Planner:
 
     # -- scheduling ------------------------------------------------------------------------
     def headroom(self, ps: ProblemState) -> float:
-        if ps.best_speedup is None:  # untried first; a module the model ran near its bound
-            roof = ps.problem.model_roofline  # goes after one far from it (floored: the
-            gap = 1.0 if roof is None else max(UNTRIED_FLOOR, 1.0 - roof)  # estimate is rough)
-            return ps.weight * 2.0 * gap
-        if ps.best_sol is not None:
-            # slower than a baseline is headroom whatever the SOL score says (see above)
-            behind = max(0.0, 1.0 - ps.best_speedup)
-            return ps.weight * max(0.0, 1.0 - ps.best_sol, behind)
-        return ps.weight / max(ps.best_speedup, 1e-6)
+        return headroom(ps)
 
     def next_problem(self) -> ProblemState | None:
         open_ = [ps for ps in self.problems.values() if not ps.converged and not ps.busy]
         if not open_:
             return None
         return max(open_, key=lambda ps: (self.headroom(ps), -ps.units))
+
+    def next_survey(self, w: WorkerState) -> ProblemState | None:
+        """The next problem whose reference ``w`` should judge first (the survey: see the
+        module docstring), in the order given; None when there is none or ``w``'s kind
+        cannot survey."""
+        if not self.config.survey or len(self.problems) <= len(self.workers) or \
+                getattr(self.fns[w.agent], "survey", None) is None:
+            return None
+        return next((ps for ps in self.problems.values()
+                     if not (ps.surveyed or ps.busy or ps.converged)), None)
+
+    def _evaluator(self, w: WorkerState) -> CachedEvaluator:
+        if w.evaluator is None:
+            opts = self.options.model_copy(update={"device": w.device})
+            w.evaluator = CachedEvaluator(self.backend.evaluator(opts, w.name), self.run.ledger)
+        return w.evaluator
+
+    def _run_survey(self, w: WorkerState, ps: ProblemState) -> None:
+        unit = Unit(id=0, problem=ps.problem.name, agent=w.agent, role="survey",
+                    worker=w.name, stop=lambda: self.stop_reason or "")
+        fraction = None
+        try:
+            fraction = self.fns[w.agent].survey(self.run, ps.problem, self._evaluator(w), unit)
+        except EvaluatorTampered as e:  # no verdict can be trusted any more: stop the run
+            with self.lock:
+                self.stop_reason = self.stop_reason or f"the evaluator's own files changed: {e}"
+                self.halted = True
+        except Exception as e:  # the unit that follows meets it again and records it
+            self.run.ledger.event("survey_failed", problem=ps.problem.name, worker=w.name,
+                                  error=f"{type(e).__name__}: {e}")
+        with self.lock:
+            ps.surveyed, ps.survey_roofline = True, fraction
+            ps.busy = False
+            w.state = "idle"
 
     def _make_unit(self, ps: ProblemState, w: WorkerState) -> Unit:
         led = self.run.ledger
@@ -282,10 +314,7 @@ class Planner:
         error = ""
         result = None
         try:
-            if w.evaluator is None:
-                opts = self.options.model_copy(update={"device": w.device})
-                w.evaluator = CachedEvaluator(self.backend.evaluator(opts, w.name), led)
-            result = self.fns[w.agent](self.run, ps.problem, w.evaluator, unit)
+            result = self.fns[w.agent](self.run, ps.problem, self._evaluator(w), unit)
         except EvaluatorTampered as e:  # no verdict can be trusted any more: stop the run
             error = f"the evaluator's own files changed: {e}"
             with self.lock:
@@ -326,19 +355,55 @@ class Planner:
             if not self.stop_reason:
                 self.stop_reason = self.budget_spent()
             for w in self.workers:
-                if w.state != "idle" or self.stop_reason:
+                if w.state != "idle":
+                    continue
+                if self.stop_reason:
+                    ps = self.floor_problem()
+                    if ps is None:
+                        continue
+                    ps.floored = True
+                    self.run.ledger.event("floor_unit", problem=ps.problem.name,
+                                          reason=self.stop_reason)
+                    self._start_unit(w, ps)
+                    continue
+                ps = self.next_survey(w)
+                if ps is not None:
+                    ps.busy = True
+                    w.state, w.started = "surveying", time.monotonic()
+                    w.thread = threading.Thread(target=self._run_survey, args=(w, ps),
+                                                name=w.name, daemon=True)
+                    w.thread.start()
                     continue
                 ps = self.next_problem()
                 if ps is None:
                     break
-                ps.busy = True
-                unit = self._make_unit(ps, w)
-                w.state, w.unit, w.started = "running", unit, time.monotonic()
-                w.thread = threading.Thread(target=self._run_unit, args=(w, ps, unit),
-                                            name=w.name, daemon=True)
-                w.thread.start()
-            running = any(w.state == "running" for w in self.workers)
-        return running or (not self.stop_reason and self.next_problem() is not None)
+                self._start_unit(w, ps)
+            running = any(w.state in ("running", "surveying") for w in self.workers)
+            if self.stop_reason:
+                return running or self.floor_problem() is not None
+        return running or self.next_problem() is not None
+
+    def _start_unit(self, w: WorkerState, ps: ProblemState) -> None:
+        ps.busy = True
+        unit = self._make_unit(ps, w)
+        w.state, w.unit, w.started = "running", unit, time.monotonic()
+        w.thread = threading.Thread(target=self._run_unit, args=(w, ps, unit),
+                                    name=w.name, daemon=True)
+        w.thread.start()
+
+    def floor_problem(self) -> ProblemState | None:
+        """Once a budget is spent (not when the run halted): a surveyed problem no unit
+        ran on yet, which still gets one. Its worker sees the stop and evaluates only what
+        it owes (the compile baseline as a candidate, where it beat the reference), then
+        judges the best for the verdict: every surveyed problem ends with a judged
+        solution no slower than its best baseline, not only the ones reached before the
+        budget ran out (the survey puts those nearest their bound last). One such unit a
+        problem (``floored``)."""
+        if self.halted:
+            return None
+        return next((ps for ps in self.problems.values()
+                     if ps.surveyed and ps.units == 0 and not
+                     (ps.busy or ps.converged or ps.floored)), None)
 
     def _watch_stalls(self) -> None:
         limit = self.config.unit_timeout_s

@@ -38,6 +38,9 @@ class PlannerConfig(BaseModel):
                                           "them (a resumed run, after solforge gained "
                                           "candidates or kernels for them)")
     unit_timeout_s: float = Field(0.0, ge=0, description="a unit longer is stalled (0: off)")
+    survey: bool = Field(True, description="with more problems than workers, judge every "
+                         "problem's reference first (workers that can: the search) and "
+                         "search the problems furthest from their speed of light first")
     final_rounds: int = Field(3, ge=0, description="interleaved rounds of the final check "
                               "(0: no final verification)")
     budgets: Budgets = Field(default_factory=Budgets)

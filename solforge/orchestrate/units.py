@@ -6,6 +6,8 @@ what it returns, and the registry of worker kinds.
 - :class:`Worker`: anything called as ``worker(run, problem, evaluator, unit)``; a
   **worker kind** is a factory ``kind(**settings) -> Worker`` (``PlannerConfig.agents``
   names kinds, the planner passes each kind its settings).
+- :class:`Surveyor`: a worker that can also judge a problem's reference alone, before the
+  search starts (the planner's survey).
 - :class:`WorkerResult` (with :class:`Usage`, the tokens and cost it spent): how one unit
   ended; the planner reads ``stop_run`` and ``cut_short`` from it.
 
@@ -110,6 +112,19 @@ class Worker(Protocol):
 
     def __call__(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
                  unit: Unit) -> WorkerResult: ...
+
+
+class Surveyor(Protocol):
+    """A worker that can also **survey** a problem: judge its reference once, before any
+    problem is searched, and say how far it runs from its speed of light (the fraction
+    ``bound / time``, None when unknown). The planner surveys every problem first when
+    there are more problems than workers (``PlannerConfig.survey``), so the search goes
+    where the measured gap is, not in the order the problems were listed; the worker's
+    later unit reuses the survey's evaluation (same candidate source, same record). A
+    worker kind without ``survey`` (the LLM worker) is simply not surveyed."""
+
+    def survey(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
+               unit: Unit) -> float | None: ...
 
 
 WorkerKind = Callable[..., Worker]

@@ -96,7 +96,13 @@ from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
 from solforge.records.evaluation import EvaluationRecord
-from solforge.search.budget import PhaseClock, charged_seconds, gap_scale, roofline_fraction
+from solforge.search.budget import (
+    PhaseClock,
+    best_baseline_fraction,
+    charged_seconds,
+    gap_scale,
+    roofline_fraction,
+)
 from solforge.search.candidates import (
     Candidate,
     baseline_first,
@@ -142,10 +148,48 @@ def run_search_worker(run: Run, problem: Problem, evaluator: Evaluator,
         raise
 
 
+def survey_reference(run: Run, problem: Problem, evaluator: Evaluator,
+                     config: SearchConfig | None = None) -> float | None:
+    """Judge ``problem``'s reference candidate on the visible workloads, exactly as the
+    search's first step does (same candidate file, same attempt, same ``visible``
+    record, same timing overrides), and return its fraction of speed of light
+    against the best it already has (``budget.best_baseline_fraction``: bound over the
+    fastest of the reference and its baselines; None when unknown or it failed).
+
+    The planner calls it for every problem before searching any (``Surveyor``); a later
+    :func:`run_search_worker` on the problem finds the attempt and its record (``resume``)
+    and goes on from them, budget-free. Records a ``surveyed`` event. Never raises for
+    anything the reference does (a failing reference is recorded as such);
+    :class:`EvaluatorTampered` is raised, as in the search. Not covered: a problem the
+    tracer cannot load (the reference is judged all the same: its candidate needs no
+    trace)."""
+    config = config or SearchConfig()
+    s = SearchState(run, problem, evaluator, config, None)
+    run.ledger.add_problem(problem.name, str(problem.path), problem.category)
+    ctx = search_context(problem, evaluator.options.device, evaluator.options.compile_mode)
+    cands, errors = generate_candidates(ctx, ["reference"])
+    if not cands:
+        s.event("surveyed", status="error", message=str(errors)[:300])
+        return None
+    c = cands[0]
+    attempt = s.known_attempt(c)
+    record = s.earlier(attempt, "visible") if attempt is not None else None
+    if record is None:
+        attempt = s.attempt(c)
+        s.event("candidate", candidate=c.name, attempt=attempt, family=c.family,
+                levers=c.levers, cost=c.cost, survey=True)
+        record = s.evaluate(attempt, "visible", workloads="visible", **s.explore_timing())
+    fraction = best_baseline_fraction(record) if record.passed else None
+    s.event("surveyed", status=record.status.value, roofline_fraction=fraction,
+            speedup_vs_compile=record.speedup_vs_compile, sol_score=record.sol_score)
+    return fraction
+
+
 class SearchWorker:
     """The planner's worker kind ``search``: ``SearchWorker(**settings)`` takes
     :class:`SearchConfig` fields (a bad one fails when the planner is built) and runs one
-    unit as :func:`run_search_worker`, under the unit's worker name."""
+    unit as :func:`run_search_worker`, under the unit's worker name; ``survey`` judges a
+    problem's reference alone (:func:`survey_reference`, the planner's survey)."""
 
     def __init__(self, **settings: Any) -> None:
         self.config = SearchConfig(**settings)
@@ -157,6 +201,15 @@ class SearchWorker:
                  unit: Unit) -> WorkerResult:
         cfg = self.config.model_copy(update={"worker": unit.worker})
         return run_search_worker(run, problem, evaluator, cfg, stop=unit.stop)
+
+    def survey(self, run: Run, problem: Problem, evaluator: CachedEvaluator,
+               unit: Unit) -> float | None:
+        cfg = self.config.model_copy(update={"worker": unit.worker})
+        try:
+            return survey_reference(run, problem, evaluator, cfg)
+        except EvaluatorTampered:
+            run.ledger.set_problem_state(problem.name, "failed")
+            raise
 
 
 def _search(s: SearchState) -> WorkerResult:

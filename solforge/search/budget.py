@@ -41,6 +41,25 @@ def roofline_fraction(record: EvaluationRecord) -> float | None:
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
+def best_baseline_fraction(record: EvaluationRecord) -> float | None:
+    """:func:`roofline_fraction` of the best the problem already has: per workload the
+    fastest of the record's own time and its baselines' (eager; torch.compile unless its
+    outputs failed the tolerance), so a reference torch.compile already brings near its
+    bound shows little headroom (the planner's survey ranks problems by it). None as
+    there."""
+    ratios = []
+    for w in record.workloads:
+        times = [t for t in (w.time_ms, w.eager_ms,
+                             w.compile_ms if w.compile_within_tolerance is not False else None)
+                 if t is not None and t > 0]
+        if times and w.sol_ms is not None:
+            bound = max(w.sol_ms, w.sol_floor_ms or 0.0)
+            ratios.append(min(1.0, max(bound / min(times), 1e-6)))
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
 def gap_scale(reference: EvaluationRecord, share: float | None = None) -> float:
     """How much of its budgets a problem's search gets by the reference's measured gap to
     speed of light (``SearchConfig.budget_by_gap``): ``(1 - f) / GAP_AT_SET_BUDGET`` within

@@ -214,6 +214,12 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
       time, where a graph's copies in and out count and its gain (no launch gaps) does
       not show, so X replayed as a graph ranks below X (0.09-0.55x against the best
       baseline: benchmarks/results/2026-12-01-h200-s5).
+    - torch.compile's baseline failed the problem's tolerance on every timed workload
+      (``compile_out_of_tolerance``): the compiled candidates come after every other
+      (before the graphs). They round as the baseline does and would fail as it did;
+      the candidates that keep the reference's own numerics (library kernels around the
+      reference's convolutions) must not wait behind them (KernelBench's ResNet block:
+      cuDNN's TF32 convolutions, benchmarks/results/2026-12-04-h200-s14).
 
     Not covered: a reference that failed (the order is left as it is)."""
     if not reference.passed:
@@ -222,17 +228,29 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
                 if "compile" in c.levers and "cuda_graphs" not in c.levers]
     # the cheap compiled ones only: max-autotune (minutes) still waits its turn by cost
     cheap = min(compiled, default=0.0) * PROMOTE_COST_FACTOR
-    promote = (reference.speedup_vs_compile is not None
+    demote = compile_out_of_tolerance(reference)
+    promote = (not demote and reference.speedup_vs_compile is not None
                and reference.speedup_vs_compile < PROMOTE_COMPILE_BELOW)
 
-    def tier(c: Candidate) -> int:
+    def tier(c: Candidate) -> float:
         if "cuda_graphs" in c.levers:
             return 2
         if "lowp_tensor_cores" in c.levers:
             return 0
-        return 0 if promote and "compile" in c.levers and c.cost <= cheap else 1
+        if "compile" in c.levers:
+            return 1.5 if demote else 0 if promote and c.cost <= cheap else 1
+        return 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))
+
+
+def compile_out_of_tolerance(reference: EvaluationRecord) -> bool:
+    """True when torch.compile's baseline was timed on some workload of the reference's
+    evaluation and its outputs failed the problem's tolerance on every one of them
+    (``WorkloadResult.compile_within_tolerance``); False where it passed anywhere or was
+    never checked."""
+    timed = [w for w in reference.workloads if w.compile_ms]
+    return bool(timed) and all(w.compile_within_tolerance is False for w in timed)
 
 
 # the candidate that is torch.compile's baseline as a solution (``families.compile_family``)
@@ -257,8 +275,7 @@ def baseline_first(rest: list[Candidate], reference: EvaluationRecord
     vs_compile = reference.speedup_vs_compile
     if not reference.passed or vs_compile is None or vs_compile >= 1.0:
         return rest, None
-    timed = [w for w in reference.workloads if w.compile_ms]
-    if timed and all(w.compile_within_tolerance is False for w in timed):
+    if compile_out_of_tolerance(reference):
         return rest, None  # the baseline's own outputs fail the tolerance: so would it
     owed = [c for c in rest if c.name == BASELINE_CANDIDATE]
     if not owed:

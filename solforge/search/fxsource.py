@@ -20,6 +20,7 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
+from solforge.search.tagged import attribute_source
 from solforge.search.trace import AttrRef
 
 # the names emit.py's generated files bind for the reference: its module, its class
@@ -147,9 +148,9 @@ class _Printer:
     # -- nodes -------------------------------------------------------------------------
     def expr(self, n: fx.Node) -> str:
         if n.op == "get_attr":
-            return f"self.{n.target}"
+            return attribute_source(str(n.target))
         if n.op == "call_module":
-            return f"self.{n.target}({self.call_args(n.args, n.kwargs)})"
+            return f"{attribute_source(str(n.target))}({self.call_args(n.args, n.kwargs)})"
         if n.op == "call_method":
             recv, *rest = n.args
             return f"{self.operand(recv)}.{n.target}({self.call_args(tuple(rest), n.kwargs)})"

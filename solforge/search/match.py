@@ -22,10 +22,11 @@ its own through :func:`register_pattern`, the same table.
 Not covered: patterns spread over several graphs (a model split into modules fx keeps as
 leaves is matched only where the leaf is itself a pattern: ``nn.LayerNorm``, ``nn.SiLU``,
 ``nn.GELU``, ``nn.Linear``, ``nn.Softmax``, ``nn.CrossEntropyLoss``,
-``nn.MultiheadAttention``); algebraic rewrites (``1 / sqrt`` for ``rsqrt``, a scale folded
-into q); anything the example values cannot tell (values of masks are checked by their
-construction, never by their contents, when matching; the one check of contents, whether a
-buffer mask is causal, runs in the generated file: ``runtime.masked_sdpa``).
+``nn.MultiheadAttention``, ``nn.ReLU``, ``nn.BatchNorm1d/2d/3d``); algebraic rewrites
+(``1 / sqrt`` for ``rsqrt``, a scale folded into q); anything the example values cannot
+tell (values of masks are checked by their construction, never by their contents, when
+matching; the one check of contents, whether a buffer mask is causal, runs in the
+generated file: ``runtime.masked_sdpa``).
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ _PATTERNS: dict[str, str | Pattern] = {
     "rope": "solforge.search.patterns.rope:ROPE_PATTERN",
     "glu": "solforge.search.patterns.pointwise:GLU_PATTERN",
     "layer_norm": "solforge.search.patterns.norms:LAYER_NORM_PATTERN",
+    "batch_norm": "solforge.search.patterns.batchnorm:BATCH_NORM_PATTERN",
     "softmax_topk": "solforge.search.patterns.reductions:SOFTMAX_TOPK_PATTERN",
     "softmax": "solforge.search.patterns.pointwise:SOFTMAX_PATTERN",
     "argmax": "solforge.search.patterns.reductions:ARGMAX_PATTERN",
@@ -143,7 +145,7 @@ _FUNCTIONS: dict[Any, str] = {
     F.cross_entropy: "cross_entropy",
     torch.masked_fill: "masked_fill", operator.eq: "eq", torch.eq: "eq",
     operator.invert: "not", torch.logical_not: "not", torch.bitwise_not: "not",
-    F.dropout: "dropout",
+    F.dropout: "dropout", F.relu: "relu", torch.relu: "relu",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -156,11 +158,14 @@ _METHODS = {
     "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
     "argmin": "argmin",
     "masked_fill": "masked_fill", "eq": "eq", "logical_not": "not", "bitwise_not": "not",
+    "relu": "relu",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",
                              nn.LogSoftmax: "log_softmax", nn.CrossEntropyLoss: "cross_entropy",
-                             nn.Dropout: "dropout",
+                             nn.Dropout: "dropout", nn.ReLU: "relu",
+                             nn.BatchNorm1d: "batch_norm", nn.BatchNorm2d: "batch_norm",
+                             nn.BatchNorm3d: "batch_norm",
                              nn.MultiheadAttention: "multihead_attention"}
 
 

@@ -15,6 +15,14 @@ from typing import Any
 import torch.nn as nn
 
 
+def attribute_source(name: str) -> str:
+    """``self.<name>`` as Python: a numbered child (of an ``nn.Sequential`` or
+    ``nn.ModuleList``) is indexed, ``downsample.1.weight`` → ``self.downsample[1].weight``
+    (``self.downsample.1`` is no Python). An ``nn.ModuleDict`` whose key is a number
+    (``"0"``) is indexed the same way, and fails when run (its keys are strings)."""
+    return "self" + "".join(f"[{a}]" if a.isdigit() else f".{a}" for a in name.split("."))
+
+
 class TaggedInt(int):
     """An int read from a module attribute, carrying the attribute's name and its source
     (``self.<attr>``); integer arithmetic on it keeps a tag whose source is the
@@ -23,7 +31,7 @@ class TaggedInt(int):
     def __new__(cls, value: int, attr: str, source: str = "") -> TaggedInt:
         obj = super().__new__(cls, value)
         obj.attr = attr
-        obj.source = source or f"self.{attr}"
+        obj.source = source or attribute_source(attr)
         return obj
 
     def _combine(self, other: Any, fn: Any, sym: str, reflected: bool = False) -> Any:
@@ -91,7 +99,7 @@ class TaggedFloat(float):
     def __new__(cls, value: float, attr: str, source: str = "") -> TaggedFloat:
         obj = super().__new__(cls, value)
         obj.attr = attr
-        obj.source = source or f"self.{attr}"
+        obj.source = source or attribute_source(attr)
         return obj
 
 

@@ -47,7 +47,13 @@ import torch.nn as nn
 
 from solforge.problems import gen
 from solforge.problems.spec import Problem, Workload, call_with_params
-from solforge.search.tagged import TaggedFloat, TaggedInt, plain, tag_attributes
+from solforge.search.tagged import (
+    TaggedFloat,
+    TaggedInt,
+    attribute_source,
+    plain,
+    tag_attributes,
+)
 
 
 class TraceError(RuntimeError):
@@ -65,7 +71,7 @@ class AttrRef:
     source: str = ""
 
     def __repr__(self) -> str:
-        return self.source or f"self.{self.name}"
+        return self.source or attribute_source(self.name)
 
 
 @dataclass
@@ -179,6 +185,12 @@ class _ValueTracer(fx.Tracer):
         if node.op == "call_module":
             mod = self._root.get_submodule(str(node.target))
             node.meta["module"] = mod  # the matcher reads its type and settings
+            if isinstance(mod, nn.modules.batchnorm._BatchNorm) and mod.training and \
+                    mod.momentum is None and len(args) == 1 and not kwargs:
+                # its cumulative average reads num_batches_tracked on the host, which a
+                # meta tensor cannot give; the value is the same without the update
+                return nn.functional.batch_norm(args[0], None, None, mod.weight, mod.bias,
+                                                True, 0.0, mod.eps)
             return mod(*args, **kwargs)
         raise TraceError(f"unexpected node kind {node.op}")
 
@@ -339,7 +351,7 @@ class _Aligner:
                      for p in ("start", "stop", "step")]
             return slice(*parts)
         if isinstance(first, (TaggedInt, TaggedFloat)) and \
-                first.source != f"self.{first.attr}" and \
+                first.source != attribute_source(first.attr) and \
                 all(getattr(x, "source", None) == first.source for x in items):
             return AttrRef(first.attr, plain(first), first.source)  # an expression
         if isinstance(first, (TaggedInt, TaggedFloat)) and \

@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-BF16, FP32, FP16, FP8, I8, I64 = "*bf16", "*fp32", "*fp16", "*fp8e4nv", "*i8", "*i64"
+BF16, FP32, FP16, FP8, I8, I32, I64 = (
+    "*bf16", "*fp32", "*fp16", "*fp8e4nv", "*i8", "*i32", "*i64")
 
 
 def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4):
@@ -67,6 +68,16 @@ def compile_all():
     _compile(row_softmax._softmax_pieces_write_kernel,
              dict(x_ptr=FP32, y_ptr=FP32, m_ptr=FP32, l_ptr=FP32),
              dict(BLOCK_N=2048, BLOCK_S=64), num_warps=8)
+    coop = dict(x_ptr=FP32, y_ptr=FP32, m_ptr=FP32, l_ptr=FP32, cnt_ptr=I32)
+    for log, phase, prefetch, warps in ((False, 0, False, 8), (True, 0, False, 8),
+                                        (False, 0, True, 16), (False, 1, False, 8),
+                                        (True, 2, False, 8)):
+        _compile(row_softmax._softmax_coop_kernel, coop,
+                 dict(CHUNK=16384, BLOCK_S=32, FALLBACK_TILE=1024, LOG=log, PHASE=phase,
+                      PREFETCH=prefetch), num_warps=warps)
+    _compile(row_softmax._softmax_coop_kernel, dict(coop, x_ptr=BF16, y_ptr=BF16),
+             dict(CHUNK=16384, BLOCK_S=32, FALLBACK_TILE=1024, LOG=False, PHASE=0),
+             num_warps=8)
     _compile(layernorm_split._stats_kernel.fn, dict(x_ptr=FP32, mean_ptr=FP32, m2_ptr=FP32),
              dict(BLOCK_N=4096), num_warps=8)
     for affine in (True, False):

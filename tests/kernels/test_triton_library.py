@@ -5,6 +5,8 @@ Tolerances are one step of the output dtype (fp32 math that differs from PyTorch
 last bit can flip a rounding); FP8 and int8 outputs must match exactly.
 """
 
+import functools
+import math
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # read by the kernels when they are imported, below
@@ -18,6 +20,7 @@ pytest.importorskip("triton")  # an optional dependency: solforge[triton]
 import solforge.kernels.triton as K  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from solforge.kernels.triton import row_softmax  # noqa: E402
 from solforge.kernels.triton.router import _as_fp32  # noqa: E402
 
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
@@ -99,17 +102,20 @@ def test_softmax_rows_split_over_programs_and_not():
     from solforge.kernels.triton._common import row_splits
 
     # few long rows: split (a piece of only -inf logits adds nothing); many: one program each
+    # (rows too long for the cooperative grid of the interpreter's 4 fake SMs)
     assert row_splits(2, 1031, torch.device("cpu"), 128)[0] > 1
-    assert row_splits(20, 300, torch.device("cpu"), 128)[0] == 1
+    assert row_splits(16, 1031, torch.device("cpu"), 128)[0] == 1
+    assert row_softmax.plan_rows(16, 1031, 4).kind == "rows"
     s = 3 * torch.randn(2, 1031)
     s[0, :600] = float("-inf")  # the first pieces of row 0 are all -inf
     close(K.softmax(s), s.softmax(-1))
-    s = 3 * torch.randn(20, 300)
+    s = 3 * torch.randn(16, 1031)
     close(K.softmax(s), s.softmax(-1))
     assert torch.isnan(K.softmax(torch.full((1, 1031), float("-inf")))).all()  # as PyTorch
 
 
-@pytest.mark.parametrize("shape", [(3, 61), (2, 1031), (20, 300)])  # one tile, split, not
+# one tile, split, one program a row (too long for the cooperative cut here)
+@pytest.mark.parametrize("shape", [(3, 61), (2, 1031), (16, 1031)])
 def test_log_softmax(shape):
     s = 4 * torch.randn(*shape)
     close(K.log_softmax(s), s.log_softmax(-1))
@@ -117,6 +123,72 @@ def test_log_softmax(shape):
     s[0, : shape[1] // 2] = float("-inf")  # masked logits: -inf out, the rest renormalised
     close(K.log_softmax(s), s.log_softmax(-1))
     assert torch.isnan(K.log_softmax(torch.full(shape, float("-inf")))).all()  # as PyTorch
+
+
+def test_plan_rows_takes_the_one_read_path_for_many_long_rows():
+    # the GPU's figures (the interpreter's tiles are smaller): one tile up to 8192, pieces
+    # of 16384, two programs a SM
+    plan = functools.partial(row_softmax.plan_rows, chunk=16384, max_tile=8192, per_sm=2)
+    # KernelBench's 23_Softmax on 132 SMs: 24 pieces, 11 rows at a time (all 264 slots)
+    assert plan(4096, 393216, 132, interpret=False) == ("coop", 24, 11)
+    assert plan(4096, 393216, 132, interpret=True) == ("pieces", 24, 11)  # never spin there
+    assert plan(512, 393216, 132, interpret=False).kind == "coop"
+    assert plan(96, 100003, 132, interpret=False) == ("coop", 7, 37)  # a partial last piece
+    assert plan(4096, 8192, 132, interpret=False).kind == "tile"  # already read once
+    assert plan(4096, 16384, 132, interpret=False).kind == "rows"  # one piece: two passes
+    assert plan(4096, 16385, 132, interpret=False) == ("coop", 2, 132)
+    # too few rows to fill the slots: split rows, two launches
+    assert plan(8, 131072, 132, interpret=False).kind == "rows"
+    # a row of more pieces than slots; one of fewer on one lane
+    assert plan(4096, 300 * 16384, 132, interpret=False).kind == "rows"
+    assert plan(4096, 200 * 16384, 132, interpret=False) == ("coop", 200, 1)
+    # the module's own defaults here: the interpreter's tiles, never the spin-wait
+    assert row_softmax.plan_rows(20, 300, row_softmax.sm_count("cpu")) == ("pieces", 3, 2)
+
+
+def _long_rows(shape, dtype):
+    """Rows with -inf entries, a first piece all -inf, and a last row all -inf."""
+    s = 3 * torch.randn(shape)
+    s[..., 0, :130] = float("-inf")  # more than a piece
+    s[..., 1, ::7] = float("-inf")
+    s[..., -1, :] = float("-inf")
+    return s.to(dtype)
+
+
+def close_but_last_row(out, ref, dtype=None):
+    """``close`` on all rows but the last, which is all -inf in and NaN out, as PyTorch's."""
+    assert torch.isnan(out[..., -1, :]).all() and torch.isnan(ref[..., -1, :]).all()
+    close(out[..., :-1, :], ref[..., :-1, :], dtype)
+
+
+# a partial last piece (3 pieces, 2 rows at a time), pieces that end with the row, one lane
+@pytest.mark.parametrize("shape, dtype", [((6, 300), FP32), ((6, 300), BF16),
+                                          ((5, 256), FP16), ((2, 2, 600), FP32)])
+def test_softmax_long_rows_in_pieces(shape, dtype):
+    rows, n = math.prod(shape[:-1]), shape[-1]
+    assert row_softmax.plan_rows(rows, n, row_softmax.sm_count("cpu")).kind == "pieces"
+    s = _long_rows(shape, dtype)
+    for ours, ref in ((K.softmax, torch.softmax), (K.log_softmax, torch.log_softmax)):
+        close_but_last_row(ours(s), ref(s, -1, dtype=FP32).to(dtype), dtype)
+        if dtype != FP32:
+            close_but_last_row(ours(s, out_dtype=FP32), ref(s, -1, dtype=FP32), dtype)
+        else:  # the two-pass path, kept for comparison, agrees
+            close_but_last_row(ours(s, cooperative=False), ref(s, -1), dtype)
+
+
+@pytest.mark.parametrize("log, prefetch", [(False, False), (True, False), (False, True)])
+def test_cooperative_kernel_under_the_interpreter(log, prefetch, monkeypatch):
+    """The one-launch kernel, run here one program after another: each row's last piece
+    finds the others arrived and combines their partials; every other piece gives up
+    waiting (after 2 polls) and reads the whole row itself."""
+    monkeypatch.setattr(row_softmax, "_COOP_PREFETCH", prefetch)
+    s = _long_rows((9, 300), FP32)
+    plan = row_softmax.plan_rows(9, 300, 4, interpret=False)
+    assert plan == ("coop", 3, 2)
+    y = torch.empty_like(s)
+    cnt = row_softmax._cooperative(s, y, plan, log, max_spins=2)
+    close_but_last_row(y, s.log_softmax(-1) if log else s.softmax(-1))
+    assert cnt[:-1].tolist() == [3] * 9 and cnt[-1] == 1  # all arrived; some gave up
 
 
 @pytest.mark.parametrize("shape", [(1, 1031), (5, 509), (2, 3, 300), (20, 300), (1, 1)])

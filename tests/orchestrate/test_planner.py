@@ -277,3 +277,82 @@ def test_a_reopening_is_owed_until_its_unit_runs_and_is_not_doubled(tmp_path, mo
     third = Planner(Run.open(run.dir), [RELU], config, fast_options(), settings)
     assert third.loop(poll_s=0.05).reason == "every problem converged"
     assert len(led.work("done")) == 2
+
+
+def test_the_survey_judges_every_reference_first_and_searches_the_furthest_first(tmp_path):
+    """On KernelBench's set listed in file order, a matmul already at its bound took the
+    first 110 s of an H100 run while the ResNet block (6% of its bound) and two attention
+    problems were cut by the wall budget. With more problems than workers, the planner now
+    judges every reference first, then searches by the measured gap; each search unit
+    reuses its survey's evaluation instead of judging the reference again."""
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    settings = {"search": {"families": ["reference"], "explore_max_calls": 12}}
+    config = PlannerConfig(agents=["search"], max_units=1, final_rounds=1)
+    p = Planner(run, [TINY, RELU], config, fast_options(), settings)
+    # as measured: the first listed runs near its bound, the second far from it
+    p.problems["tiny_linear"].survey_roofline, p.problems["kb_relu"].survey_roofline = 0.95, 0.2
+    assert p.headroom(p.problems["kb_relu"]) > p.headroom(p.problems["tiny_linear"])
+    p.problems["tiny_linear"].survey_roofline = p.problems["kb_relu"].survey_roofline = None
+    result = p.loop(poll_s=0.05)
+    assert result.reason == "every problem converged"
+    led = run.ledger
+    surveyed = led.events("surveyed")
+    assert [e["problem"] for e in surveyed] == ["tiny_linear", "kb_relu"]  # in the order given
+    assert all(e["data"]["status"] == "PASSED" for e in surveyed)
+    fractions = {e["problem"]: e["data"]["roofline_fraction"] for e in surveyed}
+    assert all(f is None or 0 < f <= 1 for f in fractions.values()), fractions
+    # both surveys ran before the first unit started
+    first_unit = min(e["id"] for e in led.events("worker_started"))
+    assert max(e["id"] for e in surveyed) < first_unit
+    # one reference evaluation per problem: the unit reused the survey's
+    visible = led.evaluations(kind="visible")
+    assert sorted(e["problem"] for e in visible) == ["kb_relu", "tiny_linear"]
+    assert {e["problem"] for e in led.evaluations(kind="final")} == {"tiny_linear", "kb_relu"}
+    # the unit order follows the measured gap (untried: 2 x weight x (1 - fraction))
+    order = [e["problem"] for e in led.events("worker_started")]
+    gap = {n: 1.0 if f is None else max(0.1, 1.0 - f) for n, f in fractions.items()}
+    assert order == sorted(gap, key=lambda n: -gap[n]) or gap["kb_relu"] == gap["tiny_linear"]
+    # a resumed run knows what was surveyed and surveys nothing again
+    again = Planner(Run.open(run.dir), [TINY, RELU], config, fast_options(), settings)
+    assert all(ps.surveyed for ps in again.problems.values())
+    assert {n: ps.survey_roofline for n, ps in again.problems.items()} == fractions
+
+
+def test_no_survey_with_as_many_workers_as_problems_or_when_turned_off(tmp_path):
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    settings = {"search": {"families": ["reference"]}}
+    two = Planner(run, [TINY, RELU], PlannerConfig(agents=["search"], workers=2),
+                  fast_options(), settings)
+    assert two.next_survey(two.workers[0]) is None
+    off = Planner(run, [TINY, RELU], PlannerConfig(agents=["search"], survey=False),
+                  fast_options(), settings)
+    assert off.next_survey(off.workers[0]) is None
+    on = Planner(run, [TINY, RELU], PlannerConfig(agents=["search"]), fast_options(), settings)
+    assert on.next_survey(on.workers[0]).problem.name == "tiny_linear"
+    with ScriptedServer([]) as s:  # an LLM worker cannot survey: nothing changes for it
+        assert planner(tmp_path / "llm", s).next_survey(
+            planner(tmp_path / "llm2", s).workers[0]) is None
+
+
+def test_a_budget_spent_after_the_survey_still_gives_each_surveyed_problem_its_verdict(tmp_path):
+    """The survey puts problems near their bound last; a wall budget that ends before
+    their turn must not leave them without a judged solution. A problem surveyed before
+    the stop gets one unit after it (the stop tells the worker to evaluate only what it
+    owes); one the budget ended before its survey gets nothing."""
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    settings = {"search": {"families": ["reference"], "explore_max_calls": 12}}
+    config = PlannerConfig(agents=["search"], max_units=1, final_rounds=1,
+                           budgets=Budgets(wall_s=1.5))  # spent during the first survey
+    p = Planner(run, [TINY, RELU], config, fast_options(), settings)
+    import time
+
+    p.started = time.monotonic()  # the budget from the loop's start, not the planner's build
+    result = p.loop(poll_s=0.05)
+    assert result.reason == "wall-time budget (1.5 s) spent"
+    led = run.ledger
+    assert [e["problem"] for e in led.events("surveyed")] == ["tiny_linear"]
+    assert [e["problem"] for e in led.events("floor_unit")] == ["tiny_linear"]
+    assert [e["problem"] for e in led.evaluations(kind="final")] == ["tiny_linear"]
+    assert led.evaluations("kb_relu") == []
+    (unit,) = led.work("done")
+    assert unit["problem"] == "tiny_linear"

@@ -205,6 +205,38 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
     assert sorted(slow) == sorted(c.name for c in rest)
 
 
+def test_compiled_candidates_wait_when_the_compile_baseline_failed_the_tolerance():
+    # KernelBench's ResNet block (fp32, 1e-4): torch.compile 2.3x faster than eager but
+    # outside the tolerance (cuDNN's TF32 convolutions round by algorithm); every compiled
+    # candidate failed the same way while the library's kernels waited behind them
+    from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
+    from solforge.search.candidates import compile_out_of_tolerance, reorder_after_reference
+
+    cands, _ = generate_candidates(search_context(find_builtin("rmsnorm_gemma2"), "cuda"))
+    rest = cands[1:]
+
+    def ref(*within):
+        r = EvaluationRecord(problem="p", solution="s", status=Status.PASSED,
+                             speedup_vs_eager=1.0, speedup_vs_compile=0.43)
+        r.workloads = [WorkloadResult(name=f"w{i}", compile_ms=1.0, compile_within_tolerance=w)
+                       for i, w in enumerate(within)]
+        return r
+
+    assert compile_out_of_tolerance(ref(False, False))
+    assert not compile_out_of_tolerance(ref(False, True))
+    assert not compile_out_of_tolerance(ref(None))          # never checked
+    assert not compile_out_of_tolerance(ref())              # no compile timed
+    order = [c.name for c in reorder_after_reference(rest, ref(False, False))]
+    compiled = [c.name for c in rest if "compile" in c.levers and "cuda_graphs" not in c.levers]
+    graphs = [c.name for c in rest if "cuda_graphs" in c.levers]
+    others = [c.name for c in rest if c.name not in compiled and c.name not in graphs]
+    assert order[:len(others)] == [n for n in order if n in others], order
+    assert set(order[len(others):len(others) + len(compiled)]) == set(compiled), order
+    assert order[-len(graphs):] == [n for n in order if n in graphs]
+    # within tolerance on one workload: compile is promoted as before
+    assert reorder_after_reference(rest, ref(False, True))[0].name == "compile"
+
+
 def test_the_compile_baseline_as_a_candidate_is_owed_when_it_beat_the_reference():
     # on KernelBench at real sizes a planner's wall budget ended before the compiled
     # candidate ran, and the kept solution (the reference) came to 0.66x the best baseline

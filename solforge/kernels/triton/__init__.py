@@ -11,6 +11,7 @@ On a machine without a GPU the kernels run under Triton's interpreter: set
 
 from solforge.kernels.triton.activation import bias_act
 from solforge.kernels.triton.arg_reduce_dim import argmax_dim, argmin_dim
+from solforge.kernels.triton.batchnorm import batch_norm_act
 from solforge.kernels.triton.row_cross_entropy import cross_entropy
 from solforge.kernels.triton.fp8 import (
     fp8_dequant,
@@ -34,6 +35,7 @@ __all__ = [
     "argmax_dim",
     "argmin",
     "argmin_dim",
+    "batch_norm_act",
     "bias_act",
     "cross_entropy",
     "fp8_dequant",

@@ -45,6 +45,16 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   shape in the input's dtype, or none → the library's layer_norm (one pass a row; long
   rows, or too few to fill the GPU, split over programs: Welford pieces, then merge and
   normalise).
+- ``batch_norm``: ``nn.BatchNorm1d/2d/3d`` (training or eval: the module's mode, momentum
+  and buffers read when the candidate runs, its running buffers and
+  ``num_batches_tracked`` updated in place), with the ReLU after it, or a residual add
+  (``+``, ``+=``, ``torch.add``; the other operand of the same shape and dtype, or itself
+  a batch norm read only there: ResNet's downsample branch) and the ReLU after that → the
+  library's batch_norm_act (split statistics, then one pass for the whole expression);
+  the convolutions stay the reference's calls. An fp32 result that reaches a convolution
+  is left to PyTorch: cuDNN's TF32 rounding of that input turns the kernel's ulp of
+  difference into 1e-4 (so in KernelBench's ResNet block only the last batch norms, the
+  add and the ReLU are fused).
 - ``softmax``: softmax or log_softmax over the last dim, with the cast after it
   (``softmax(s, dtype=f32).to(dt)``) → the library's softmax / log_softmax (online, long
   rows split over programs), the cast fused.
@@ -65,9 +75,10 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
 
-Not covered: RMSNorm without a weight or written with ``1 / sqrt``; LayerNorm with
-parameters in another dtype than the input's; argmax/argmin of the flattened tensor
-(``dim=None``) or of integers; cross-entropy with class weights, label smoothing,
+Not covered: ``F.batch_norm`` calls and subclasses of the batch-norm modules
+(``SyncBatchNorm``); other activations after a batch norm; RMSNorm without a weight or
+written with ``1 / sqrt``; LayerNorm with parameters in another dtype than the input's;
+argmax/argmin of the flattened tensor (``dim=None``) or of integers; cross-entropy with class weights, label smoothing,
 probability targets or logits of other than 2 dims; interleaved (GPT-J)
 or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
 sliding-window or additive float mask written as matmul-softmax-matmul (a boolean

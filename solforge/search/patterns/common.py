@@ -11,6 +11,7 @@ from solforge.search.trace import TracedReference
 RMS_NORM = LibraryFunction("rms_norm")
 ADD_RMS_NORM = LibraryFunction("add_rms_norm")
 LAYER_NORM = LibraryFunction("layer_norm")
+BATCH_NORM_ACT = LibraryFunction("batch_norm_act")
 SOFTMAX = LibraryFunction("softmax")
 LOG_SOFTMAX = LibraryFunction("log_softmax")
 ARGMAX = LibraryFunction("argmax")
