@@ -15,12 +15,16 @@ probes and the evaluator's self-check in ``test_containment.py`` and ``test_guar
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from solforge.bench.evaluator import Evaluator
+from solforge.bench.measure import pinning
 from solforge.records.options import EvalOptions
 from solforge.records.evaluation import EvaluationRecord, Status
 
@@ -179,6 +183,27 @@ def test_background_work_is_caught_in_the_judges_idle_probe_on_a_busy_machine(ev
     assert r.status is Status.REWARD_HACK and "background_work" in r.flags, r.message
     (w,) = r.workloads
     assert w.idle_wall_s >= 0.15 and w.idle_cpu_s >= 0.04, (w.idle_cpu_s, w.idle_wall_s)
+
+
+@pytest.mark.alone
+def test_background_work_is_caught_with_the_timing_core_busy(ev):
+    """Six processes spinning on the core CPU timings are pinned to. The candidate's
+    thread, started during the timing phase, inherited that one core: unless the judge
+    gives it back its process's cores, it shares the core with them in the probe window
+    and gets under half of it (CI's stop 39 judged the spinner PASSED)."""
+    core = pinning.timing_core()
+    burn = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(6)]
+    try:
+        for b in burners:
+            os.sched_setaffinity(b.pid, {core})
+        r = ev.evaluate(TINY, HACKS / "background_spinner.py", workloads=["small"])
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert r.status is Status.REWARD_HACK and "background_work" in r.flags, \
+        [(w.idle_cpu_s, w.idle_wall_s) for w in r.workloads]
 
 
 def test_honest_cuda_cpp_builds_without_gpu(ev):

@@ -80,15 +80,18 @@ def test_processes_with_different_caches_share_the_devices_slot(tmp_path, monkey
     # while the slot lived in the cache, and honest solutions were flagged off_device_work
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "mine"))
     monkeypatch.delenv(slots.SLOTS_ENV, raising=False)
-    probe = ("import time\nfrom solforge.bench.measure import slots\n"
-             "try:\n    with slots.device_slot('cpu', timeout_s=0.5): print('took it')\n"
+    # the slot is system-wide, so another xdist worker's judge may hold it for a while: the
+    # free probe waits up to 90 s (CI's stop 39 read 'queued' after 0.5 s)
+    probe = ("import sys\nfrom solforge.bench.measure import slots\n"
+             "try:\n    with slots.device_slot('cpu', timeout_s=float(sys.argv[1])): "
+             "print('took it')\n"
              "except TimeoutError: print('queued')\n")
     env = {**os.environ, "SOLFORGE_CACHE": str(tmp_path / "theirs")}
     with slots.device_slot("cpu"):
-        busy = subprocess.run([sys.executable, "-c", probe], env=env, text=True,
+        busy = subprocess.run([sys.executable, "-c", probe, "0.5"], env=env, text=True,
                               capture_output=True, timeout=120)
-    free = subprocess.run([sys.executable, "-c", probe], env=env, text=True,
-                          capture_output=True, timeout=120)
+    free = subprocess.run([sys.executable, "-c", probe, "90"], env=env, text=True,
+                          capture_output=True, timeout=180)
     assert busy.stdout.strip() == "queued", busy.stderr
     assert free.stdout.strip() == "took it", free.stderr
 

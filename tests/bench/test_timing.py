@@ -3,6 +3,10 @@ and reference (the same code measured on both sides comes out at about 1.0x)."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 import torch
 
@@ -135,3 +139,29 @@ def test_a_fresh_runner_is_warm_on_every_workload():
         assert len(set(eager[name])) >= len(eager[name]) - 1, (name, eager[name])
         med = sorted(xs)[len(xs) // 2]
         assert 0.5 <= med <= 2.0, (name, xs)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin to one")
+def test_threads_started_while_pinned_get_their_process_mask_back():
+    from solforge.bench.measure import pinning
+
+    mask = os.sched_getaffinity(0)
+    seen: dict[str, set[int]] = {}
+    go, done = threading.Event(), threading.Event()
+
+    def worker():
+        go.wait()
+        seen["inside"] = os.sched_getaffinity(0)
+        done.wait()
+        seen["after"] = os.sched_getaffinity(0)
+
+    with pinning.pinned([os.getpid()], "cpu") as core:
+        t = threading.Thread(target=worker)  # started inside the block: inherits the core
+        t.start()
+        go.set()
+        while "inside" not in seen:
+            time.sleep(0.001)
+    done.set()
+    t.join()
+    assert seen["inside"] == {core}
+    assert seen["after"] == mask and os.sched_getaffinity(0) == mask

@@ -11,8 +11,10 @@ runner's whole tree) to :func:`timing_core` for the block and restores what each
 Every timing on a CPU device holds the device's slot (``slots.py``), so only one judge
 and one runner are pinned at a time; other work keeps every core.
 
-Not covered: GPUs (their kernels are timed on the device; nothing is pinned), other
-users' load on the timing core, and machines where affinity cannot be set (then nothing
+Threads the given processes start inside the block get their process's mask back at its
+end. Not covered: child processes started inside the block (they keep the one core), GPUs
+(their kernels are timed on the device; nothing is pinned), other users' load on the timing
+core, and machines where affinity cannot be set (then nothing
 is pinned and the measurement goes on as before).
 """
 
@@ -56,6 +58,7 @@ def pinned(pids: Iterable[int], device: str) -> Iterator[int | None]:
     if core is None:
         yield None
         return
+    pids = list(pids)
     before: dict[int, set[int]] = {}
     for tid in (t for pid in pids for t in _threads(pid)):
         try:
@@ -66,8 +69,13 @@ def pinned(pids: Iterable[int], device: str) -> Iterator[int | None]:
     try:
         yield core
     finally:
-        for pid, cores in before.items():
+        # threads started inside the block inherited the one core: they get their
+        # process's mask back too (a candidate's background thread left on the timing
+        # core shared it with whatever ran there, and got under a third of it: CI stop 39)
+        now = {tid: before.get(tid, before[pid])
+               for pid in pids if pid in before for tid in _threads(pid)}
+        for tid, cores in {**before, **now}.items():
             try:
-                os.sched_setaffinity(pid, cores)
-            except OSError:
+                os.sched_setaffinity(tid, cores)
+            except OSError:  # gone
                 pass
