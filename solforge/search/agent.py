@@ -234,7 +234,7 @@ def _search(s: SearchState) -> WorkerResult:
                     "which the strict policy rejects")
         cands = [c for c in cands if not c.calls_reference]
     s.event("candidates", names=[c.name for c in cands],
-            patterns=[m.description for m in ctx.matches])
+            patterns=[m.description for m in (*ctx.matches, *ctx.variant_matches)])
     tried = _explore(s, cands, _limit(config, ctx.gpu))
     result.steps = tried
     ranked = sorted((c for c in cands if c.name in s.visible and s.visible[c.name].passed),

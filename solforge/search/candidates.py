@@ -79,6 +79,8 @@ class SearchContext:
     traced: TracedReference | None = None
     trace_error: str | None = None
     matches: list[Match] = field(default_factory=list)
+    # matches of ``variant`` patterns: candidates of their own on top of ``matches``
+    variant_matches: list[Match] = field(default_factory=list)
     pattern_errors: list[str] = field(default_factory=list)
     # matched patterns that gave no candidate, and why (the generators append)
     rewrite_errors: list[str] = field(default_factory=list)
@@ -138,7 +140,9 @@ def search_context(problem: Problem, device: str, compile_mode: str = "default"
     except Exception as e:  # a tracer bug must cost the rewrites, not the search
         ctx.trace_error = f"tracing failed: {type(e).__name__}: {e}"
     if ctx.traced is not None:
-        ctx.matches = find_matches(ctx.traced, errors=ctx.pattern_errors)
+        ctx.matches = find_matches(ctx.traced, errors=ctx.pattern_errors, gpu=ctx.gpu)
+        ctx.variant_matches = find_matches(ctx.traced, errors=ctx.pattern_errors,
+                                           gpu=ctx.gpu, variants=True)
     return ctx
 
 

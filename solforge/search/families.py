@@ -358,8 +358,43 @@ def _native_lowp_candidate(ctx: SearchContext, base: str) -> Candidate | None:
 
 
 def library_family(ctx: SearchContext):
-    if ctx.traced is None or not ctx.matches:
+    """The rewrite with every match (``library``, or ``sdpa`` for attention alone), each
+    pattern's share of it on a GPU, its low-precision and wrapped forms; then the variant
+    patterns' candidates (:func:`_variant_candidates`)."""
+    if ctx.traced is None:
         return
+    base = None
+    if ctx.matches:
+        for c in _base_candidates(ctx):
+            base = base or c.name
+            yield c
+    yield from _variant_candidates(ctx, base)
+
+
+# a GEMM's autotuning: eight tile configs compiled and timed on the first call
+_VARIANT_COST = 20.0
+
+
+def _variant_candidates(ctx: SearchContext, base: str | None):
+    """On a GPU, the ``variant`` patterns' matches (``Pattern.variant``: the 3xTF32 GEMM)
+    as a candidate of their own: alone, or with the base rewrite's matches that do not
+    overlap them (``<base>+<kind>``, derived from the base candidate)."""
+    if not ctx.gpu or not ctx.variant_matches:
+        return
+    taken = set().union(*(m.nodes | m.optional for m in ctx.variant_matches))
+    others = [m for m in ctx.matches if not (m.nodes | m.optional) & taken] if base else []
+    kinds = "+".join(dict.fromkeys(m.kind for m in ctx.variant_matches))
+    name = f"{base}+{kinds}" if others else kinds
+    c = _library_candidate(ctx, [*others, *ctx.variant_matches], name,
+                           base if others else None, extra_cost=_VARIANT_COST,
+                           extra_why=" The reference's fp32 GEMMs run on the tensor cores "
+                                     "at fp32 accuracy (3xTF32), their bias and activation "
+                                     "in the GEMM's epilogue.")
+    if c is not None:
+        yield c
+
+
+def _base_candidates(ctx: SearchContext):
     triton = any(m.language == "triton" for m in ctx.matches)
     # an attention rewrite alone is named for SDPA, anything else for the library
     base = "sdpa" if not triton and {m.kind for m in ctx.matches} <= _SDPA_KINDS \

@@ -88,6 +88,10 @@ class Pattern:
     name: str
     find: Callable[[TracedReference], list[Match]]
     description: str
+    gpu_only: bool = False  # not matched for a CPU device (a kernel that only pays on a GPU)
+    # offered as a candidate of its own on top of the other patterns' rewrite, never in the
+    # base one (a rewrite of the reference's own library call, which may lose to it)
+    variant: bool = False
 
 
 # the built-ins, in the order they are tried (fused patterns first); plug-ins add rows
@@ -107,6 +111,7 @@ _PATTERNS: dict[str, str | Pattern] = {
     "argmax": "solforge.search.patterns.reductions:ARGMAX_PATTERN",
     "sum_dim": "solforge.search.patterns.reductions:SUM_DIM_PATTERN",
     "cross_entropy": "solforge.search.patterns.losses:CROSS_ENTROPY_PATTERN",
+    "f32x3_gemm": "solforge.search.patterns.gemm_f32x3:F32X3_GEMM_PATTERN",
     "bias_act": "solforge.search.patterns.pointwise:BIAS_ACT_PATTERN",
 }
 
@@ -133,7 +138,7 @@ _FUNCTIONS: dict[Any, str] = {
     torch.true_divide: "div", operator.pow: "pow", torch.pow: "pow", torch.rsqrt: "rsqrt",
     torch.mean: "mean", F.softmax: "softmax", torch.softmax: "softmax",
     F.log_softmax: "log_softmax", torch.log_softmax: "log_softmax",
-    torch.matmul: "matmul", operator.matmul: "matmul", torch.bmm: "matmul",
+    torch.matmul: "matmul", operator.matmul: "matmul", torch.bmm: "matmul", torch.mm: "matmul",
     F.silu: "silu", F.gelu: "gelu", torch.cat: "cat", torch.concat: "cat",
     operator.neg: "neg", torch.neg: "neg", torch.transpose: "transpose",
     F.layer_norm: "layer_norm", torch.triu: "triu", torch.full: "full",
@@ -150,7 +155,7 @@ _FUNCTIONS: dict[Any, str] = {
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
     "mean": "mean", "softmax": "softmax", "log_softmax": "log_softmax", "matmul": "matmul",
-    "transpose": "transpose",
+    "mm": "matmul", "bmm": "matmul", "transpose": "transpose",
     "triu": "triu", "clamp": "clamp", "clip": "clamp", "abs": "abs", "max": "max",
     "amax": "amax", "unsqueeze": "unsqueeze", "reshape": "reshape", "view": "reshape",
     "neg": "neg", "square": "square", "reciprocal": "reciprocal", "expand": "expand",
@@ -304,14 +309,19 @@ def _closed(m: Match) -> bool:
 
 
 def find_matches(traced: TracedReference, kinds: set[str] | None = None,
-                 errors: list[str] | None = None) -> list[Match]:
-    """Every non-overlapping match of the registered patterns (``kinds`` filters them). A
-    pattern that raises is skipped, its error appended to ``errors``."""
+                 errors: list[str] | None = None, gpu: bool = True,
+                 variants: bool = False) -> list[Match]:
+    """Every non-overlapping match of the registered patterns (``kinds`` filters them;
+    ``gpu`` False skips the ``gpu_only`` ones; ``variants`` picks the ``variant`` patterns
+    instead of the others). A pattern that raises is skipped, its error appended to
+    ``errors``."""
     taken: set[fx.Node] = set()
     found: list[Match] = []
     for name in list(_PATTERNS):
         try:
             pattern = lookup(_PATTERNS, name, "search pattern")
+            if (pattern.gpu_only and not gpu) or pattern.variant != variants:
+                continue
             matches = pattern.find(traced)
         except Exception as e:  # one broken pattern (a plug-in's) must not hide the others
             if errors is not None:

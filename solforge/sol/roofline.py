@@ -21,11 +21,18 @@ honest 1.63 ms torch.compile baseline on cuDNN's TF32 kernels
 are bounded at the fastest unit any of the counted parts may use, or, with no parts at all, any
 op family on fp32 data.
 
+On a GPU, fp32 tensor work may also run at fp32 accuracy on the tensor cores, as three TF32
+products per product (3xTF32, a third of the TF32 rate: about 139 TFLOP/s on an H100
+against 54 for the fp32 SIMT units), where PyTorch's own fp32 GEMMs do not (cuBLAS with
+TF32 off): that unit is one of the choices for every fp32 part, so an exact-fp32 problem's
+GEMMs are bounded at it, and a kernel that uses it (``kernels/triton/gemm_f32x3.py``) is
+not faster than light (bounded at the SIMT rate, such a kernel could beat the bound by up
+to 2.6x on Hopper).
+
 Not covered: overlap limits (a real kernel rarely reaches both ceilings at once), on-chip
-bandwidth (shared memory, L2) and latency bounds other than the empty-kernel floor, exact
-fp32 GEMMs a candidate emulates on tensor cores where PyTorch itself does not (3xTF32 and
-the like in a matmul or convolution: an exact-fp32 problem bounds those at the SIMT rate,
-which such a kernel can beat by up to about 2.5x on Hopper), and packed 16-bit SIMT
+bandwidth (shared memory, L2) and latency bounds other than the empty-kernel floor, fp32
+emulations with fewer products than 3xTF32 at fp32-level error (none is known on Hopper;
+Blackwell's BF16x9 emulation is not modelled), and packed 16-bit SIMT
 arithmetic (vector work is bounded at the fp32 rate; Hopper's bf16x2 rate is twice that,
 which matters only where vector work, not memory, binds).
 """
@@ -77,6 +84,10 @@ class TensorTerm(NamedTuple):
         return self.flops / (self.tflops * 1e9)
 
 
+# fp32 tensor work at fp32 accuracy on a GPU's tensor cores: three TF32 products each
+EMULATED_FP32 = ("fp32 products at fp32 accuracy as three TF32 products (3xTF32: CUTLASS's "
+                 "OpMultiplyAddFastF32, Triton's tf32x3, kernels/triton/gemm_f32x3.py)")
+
 # faster_than_sol: a kernel below this fraction of T_SOL is impossible, not just fast. The
 # margin absorbs counting error (a reference that does more than the task needs, a
 # declared count that is slightly high) and clocks above the datasheet's boost.
@@ -116,6 +127,8 @@ def tensor_terms(work: Work, profile: DeviceProfile, precision: PrecisionClass |
     def best(part: TensorPart) -> tuple[str, float, str]:
         choices = (*library_units(part.family, part.dtype, flags, gpu),
                    UnitChoice(admitted, f"the problem admits {admitted}"),
+                   *((UnitChoice(TF32X3, EMULATED_FP32),)
+                     if gpu and part.dtype.removeprefix("torch.") == "float32" else ()),
                    UnitChoice("fp32", "the fp32 SIMT rate"))
         found = [(*rate, c.why) for c in choices if (rate := _resolve(profile, c.unit))]
         if not found:

@@ -86,8 +86,9 @@ def test_fp32_conv_follows_cudnn_allow_tf32(h200):
     assert _units(conv, h200, "fp32", read_math_flags()) == ["tf32"]  # PyTorch's default
     with _cudnn_tf32(False):
         flags = read_math_flags()
-    assert flags.cuda_conv == "ieee" and _units(conv, h200, "fp32", flags) == ["fp32"]
-    assert _units(conv, h200, "fp32", MathFlags(cudnn_enabled=False)) == ["fp32"]
+    # without TF32, fp32 accuracy on the tensor cores (3xTF32) is still faster than SIMT
+    assert flags.cuda_conv == "ieee" and _units(conv, h200, "fp32", flags) == ["3xtf32"]
+    assert _units(conv, h200, "fp32", MathFlags(cudnn_enabled=False)) == ["3xtf32"]
 
 
 @pytest.mark.skipif(not NEW_API, reason="PyTorch before the fp32_precision settings")
@@ -98,31 +99,48 @@ def test_fp32_conv_follows_the_fp32_precision_setting(h200):
     finally:
         torch.backends.cudnn.conv.fp32_precision = "tf32"
     assert (flags.cuda_conv, flags.cuda_rnn) == ("ieee", "tf32")
-    assert _units(_part("conv"), h200, "fp32", flags) == ["fp32"]
+    assert _units(_part("conv"), h200, "fp32", flags) == ["3xtf32"]
     assert _units(_part("rnn"), h200, "fp32", flags) == ["tf32"]
 
 
 def test_fp32_matmul_follows_the_float32_matmul_precision(h200):
     mm = _part("matmul")
-    assert _units(mm, h200, "fp32", read_math_flags()) == ["fp32"]  # PyTorch's default
+    # PyTorch's default (cuBLAS at fp32): fp32 accuracy on the tensor cores is faster
+    assert _units(mm, h200, "fp32", read_math_flags()) == ["3xtf32"]
     with _matmul_precision("high"):
         assert _units(mm, h200, "fp32", read_math_flags()) == ["tf32"]
     with _matmul_precision("medium"):  # documented to let fp32 matmuls compute in bf16
         assert _units(mm, h200, "fp32", read_math_flags()) == ["bf16"]
-    assert _units(mm, h200, "fp32", read_math_flags()) == ["fp32"]
+    assert _units(mm, h200, "fp32", read_math_flags()) == ["3xtf32"]
 
 
 def test_fp32_attention_runs_on_3xtf32_or_the_math_backend(h200):
     att = _part("attention")
     (term,) = tensor_terms(att, h200, "fp32", MathFlags())
     assert term.unit == "3xtf32" and term.tflops == pytest.approx(494.5 / 3)
-    assert _units(att, h200, "fp32", MathFlags(efficient_sdpa=False)) == ["fp32"]
+    assert _units(att, h200, "fp32", MathFlags(efficient_sdpa=False)) == ["3xtf32"]
     assert _units(att, h200, "fp32", MathFlags(cuda_matmul="tf32")) == ["tf32"]
 
 
 def test_fp32_rnn_follows_cudnn(h200):
     assert _units(_part("rnn"), h200, "fp32", MathFlags()) == ["tf32"]
-    assert _units(_part("rnn"), h200, "fp32", MathFlags(cuda_rnn="ieee")) == ["fp32"]
+    assert _units(_part("rnn"), h200, "fp32", MathFlags(cuda_rnn="ieee")) == ["3xtf32"]
+
+
+def test_fp32_gemms_on_a_gpu_may_run_at_fp32_accuracy_on_the_tensor_cores(h200, cpu):
+    """3xTF32: three TF32 products per fp32 product, a third of the TF32 rate, which a
+    kernel reaches where cuBLAS at fp32 does not (kernels/triton/gemm_f32x3.py)."""
+    (term,) = tensor_terms(_part("matmul"), h200, "fp32", MathFlags())
+    assert term.unit == "3xtf32" and term.tflops == pytest.approx(494.5 / 3)
+    assert "3xTF32" in term.why and "gemm_f32x3" in term.why
+    assert _units(_part("matmul"), cpu, "fp32", MathFlags()) == ["fp32"]  # no tensor cores
+    no_tf32 = DeviceProfile(name="old gpu", source="calibrated", peaks_tflops={"fp32": 10.0},
+                            bandwidth_gbs=500.0)
+    assert _units(_part("matmul"), no_tf32, "fp32", MathFlags()) == ["fp32"]
+    # a device whose fp32 units outrun a third of its TF32 rate keeps them
+    fast_simt = DeviceProfile(name="simt gpu", source="calibrated",
+                              peaks_tflops={"fp32": 60.0, "tf32": 120.0}, bandwidth_gbs=500.0)
+    assert _units(_part("matmul"), fast_simt, "fp32", MathFlags()) == ["fp32"]
 
 
 def test_a_cpu_follows_onednn(cpu):
@@ -176,8 +194,9 @@ def test_a_work_without_parts_takes_the_fastest_fp32_unit(h200, cpu):
 def test_units_sharing_the_tensor_cores_add_up_and_simt_overlaps(h200):
     work = Work(tensor=(TensorPart(family="conv", dtype="float32", flops=4.945e11),
                         TensorPart(family="matmul", dtype="bfloat16", flops=9.895e11),
-                        TensorPart(family="matmul", dtype="float32", flops=6.7e10)), bytes=1.0)
-    # 1 ms of TF32 + 1 ms of bf16 on the tensor cores; 1 ms of fp32 SIMT beside them
+                        TensorPart(family="matmul", dtype="float64", flops=6.7e10)), bytes=1.0)
+    # 1 ms of TF32 + 1 ms of bf16 on the tensor cores; 1 ms of SIMT (float64 data, bounded
+    # at the fp32 rate) beside them
     assert compute_time(work, h200, "fp32", MathFlags()) == pytest.approx(2.0)
 
 
@@ -209,10 +228,13 @@ def test_kernelbench_fp32_conv_is_bounded_at_tf32():
     compute = compute_time(work, profile, "fp32", MathFlags())
     assert sol_ms < compile_ms
     assert not faster_than_sol(compile_ms, sol_ms, work.bytes, profile.llc_bytes, compute)
-    # with TF32 off the fp32 bound stands, and a 1.63 ms kernel would be impossible
+    # with TF32 off the bound is fp32 accuracy on the tensor cores (3xTF32), not the SIMT
+    # units' 5.87 ms: a 1.63 ms kernel is fast, not impossible
     off = MathFlags(cuda_conv="ieee")
-    assert sol_time(work, profile, "fp32", off)[0] == pytest.approx(5.87, rel=0.01)
-    assert faster_than_sol(compile_ms, None, None, None, compute_time(work, profile, "fp32", off))
+    ratio = profile.peak("fp32") / (profile.peak("tf32") / 3)
+    assert sol_time(work, profile, "fp32", off)[0] == pytest.approx(5.87 * ratio, rel=0.01)
+    assert not faster_than_sol(compile_ms, None, None, None,
+                               compute_time(work, profile, "fp32", off))
 
 
 def test_counted_parts_name_each_family_and_dtype():

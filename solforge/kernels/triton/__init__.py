@@ -19,6 +19,7 @@ from solforge.kernels.triton.fp8 import (
     fp8_quant_per_group,
     fp8_quant_per_tensor,
 )
+from solforge.kernels.triton.gemm_f32x3 import linear_f32x3, matmul_f32x3
 from solforge.kernels.triton.glu import geglu, swiglu
 from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm
@@ -45,6 +46,8 @@ __all__ = [
     "geglu",
     "int8_quant_per_token",
     "layer_norm",
+    "linear_f32x3",
+    "matmul_f32x3",
     "rms_norm",
     "rope_cos_sin",
     "rotary_embedding",

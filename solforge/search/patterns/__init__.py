@@ -74,6 +74,10 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
 - ``bias_act``: GELU (erf or tanh) or SiLU of ``x + bias`` (a [N] parameter), of a biased
   ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
+- ``f32x3_gemm`` (a GPU-only ``variant``: a candidate of its own beside the others'
+  rewrite): a large fp32 ``nn.Linear`` / ``F.linear`` / ``matmul`` / ``mm`` / ``bmm`` with
+  the bias add and ReLU/GELU/SiLU after it → the library's 3xTF32 GEMM (fp32 accuracy on
+  the tensor cores, epilogue fused).
 
 Not covered: ``F.batch_norm`` calls and subclasses of the batch-norm modules
 (``SyncBatchNorm``); other activations after a batch norm; RMSNorm without a weight or

@@ -1,0 +1,166 @@
+"""``f32x3_gemm``: an fp32 GEMM (and the bias and activation right after it) → one
+3xTF32 Triton GEMM with the epilogue fused (``kernels/triton/gemm_f32x3.py``).
+
+An fp32 problem held to a tolerance TF32 cannot meet (KernelBench's 1e-4) runs its GEMMs
+on the fp32 SIMT units in PyTorch, eager or compiled: cuBLAS and Inductor's templates
+honour ``allow_tf32=False``. Three TF32 products per fp32 product keep the products'
+accuracy at about fp32's and run on the tensor cores, at a third of the TF32 rate (on an
+H100 about 139 TFLOP/s against 54 for the fp32 units). The SOL bound counts that unit for
+fp32 tensor work (``sol/roofline.py``), so a kernel that uses it is scored against it.
+
+Matched, every operand and the result fp32 and the product large enough to be worth a
+tensor-core kernel (``MIN_MACS`` multiply-adds, ``MIN_DIM`` in M, N and K):
+
+- ``nn.Linear`` modules and ``F.linear(x, W[, b])``: the weight read in place as
+  ``W.t()``; the module's bias fused;
+- ``torch.matmul`` / ``@`` / ``torch.mm`` / ``torch.bmm`` / ``Tensor.matmul``: ``a``
+  [..., M, K] with ``b`` [K, N], or both with the same batch dims;
+- then, each only where the one before is its sole user: ``+ bias`` of a [N] fp32
+  parameter or buffer (when the GEMM has none), then ReLU, GELU (erf or tanh) or SiLU.
+
+Offered on a GPU only (``Pattern.gpu_only``: on a CPU the kernel would run under Triton's
+interpreter), and as a ``variant`` (``Pattern.variant``): the ``library`` family offers it
+as candidates of its own, ``f32x3`` alone or ``<base>+f32x3`` on top of the other patterns'
+rewrite, never inside the base candidate. The evaluator decides whether it beats cuBLAS's
+fp32 GEMM on each problem; where it loses, the other patterns' candidates stand as before.
+
+Not covered: 16-bit and FP8 GEMMs (their own tensor cores; ``lowp_gemm`` for upcast
+ones), ``addmm``/``baddbmm`` with ``beta``/``alpha``, batch dims broadcast between the
+operands (other than a 2-D ``b``), epilogues beyond a bias and one activation (scales,
+residuals, clamps stay in the graph after the call), convolutions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from solforge.search.match import (
+    LibraryFunction,
+    Match,
+    Pattern,
+    arg,
+    call,
+    op,
+    operands,
+    shape,
+    tensor,
+)
+from solforge.search.patterns.common import graph_nodes
+from solforge.search.patterns.pointwise import _activation
+from solforge.search.trace import AttrRef, TracedReference
+
+MATMUL_F32X3 = LibraryFunction("matmul_f32x3")
+LINEAR_F32X3 = LibraryFunction("linear_f32x3")
+KIND = "f32x3_gemm"
+MIN_MACS = 1 << 27   # 134M multiply-adds: ~5 us on an H100's fp32 units, launch-bound below
+MIN_DIM = 64
+
+
+def _fp32(*xs: Any) -> bool:
+    return all((t := tensor(x)) is not None and t.dtype == torch.float32 for x in xs)
+
+
+def _big(m: int, n: int, k: int) -> bool:
+    return min(m, n, k) >= MIN_DIM and m * n * k >= MIN_MACS
+
+
+def _gemm(n: fx.Node) -> tuple[Any, Any, Any, bool] | None:
+    """(a, b, bias, b is a linear weight [N, K]) for a GEMM node this pattern takes."""
+    kind = op(n)
+    if kind == "linear":
+        if n.op == "call_module":
+            mod = n.meta.get("module")
+            if mod is None or mod.weight.dtype != torch.float32:
+                return None
+            t = str(n.target)
+            bias = AttrRef(f"{t}.bias", mod.bias) if mod.bias is not None else None
+            x, w = arg(n, 0), AttrRef(f"{t}.weight", mod.weight)
+            wv = mod.weight
+        else:
+            x, w, bias = arg(n, 0, "input"), arg(n, 1, "weight"), arg(n, 2, "bias")
+            wv = tensor(w)
+            if wv is None or (bias is not None and not _fp32(bias)):
+                return None
+        xs = shape(x)
+        if not _fp32(x, n) or wv.dtype != torch.float32 or wv.dim() != 2 or xs is None:
+            return None
+        rows = 1
+        for d in xs[:-1]:
+            rows *= d
+        if not _big(rows, wv.shape[0], wv.shape[1]):
+            return None
+        return x, w, bias, True
+    if kind != "matmul" or n.op == "call_module":
+        return None
+    a, b = operands(n)
+    sa, sb = shape(a), shape(b)
+    if not _fp32(a, b, n) or sa is None or sb is None or len(sa) < 2 or len(sb) < 2:
+        return None
+    if len(sb) != 2 and sa[:-2] != sb[:-2]:
+        return None  # broadcast batch dims
+    rows = 1
+    for d in (sa[:-1] if len(sb) == 2 else sa[-2:-1]):
+        rows *= d
+    if not _big(rows, sb[-1], sb[-2]):
+        return None
+    return a, b, None, False
+
+
+def _bias_after(n: fx.Node, width: int) -> tuple[fx.Node, Any] | None:
+    """(the add node, the bias) when ``n``'s sole user adds a [width] fp32 parameter."""
+    user = next(iter(n.users)) if len(n.users) == 1 else None
+    if user is None or op(user) != "add" or user.op == "call_module":
+        return None
+    for t, b in (operands(user), operands(user)[::-1]):
+        if t is n and isinstance(b, fx.Node) and b.op == "get_attr" and \
+                shape(b) == (width,) and _fp32(b) and shape(user) == shape(n):
+            return user, b
+    return None
+
+
+def find_f32x3_gemm(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        got = _gemm(n)
+        if got is None:
+            continue
+        a, b, bias, is_weight = got
+        width = shape(n)[-1]
+        nodes, last = {n}, n
+        if bias is None and (after := _bias_after(n, width)) is not None:
+            last, bias = after
+            nodes.add(last)
+        act = None
+        user = next(iter(last.users)) if len(last.users) == 1 else None
+        if user is not None:
+            kind = "relu" if op(user) == "relu" else _activation(user)
+            inplace = user.op == "call_function" and arg(user, 1, "inplace")
+            if kind is not None and not inplace and shape(user) == shape(last) and \
+                    _fp32(user) and (user.op == "call_module" or len(user.args) == 1):
+                act, last = kind, user
+                nodes.add(user)
+
+        def build(g, m, a=a, b=b, bias=bias, act=act, is_weight=is_weight):
+            fn = LINEAR_F32X3 if is_weight else MATMUL_F32X3
+            what = ("the linear layer" if is_weight else "the matmul") + " at fp32 accuracy " \
+                "on the tensor cores (3xTF32)" + (", bias" if bias is not None else "") + \
+                (f" and {act} fused" if act else "")
+            return [call(g, fn, (m(a), m(b), m(bias) if bias is not None else None, act), {},
+                         what, "gemm")]
+
+        what = ("linear" if is_weight else "matmul") + \
+            (" + bias" if bias is not None else "") + (f" + {act}" if act else "")
+        found.append(Match(KIND, nodes, [last], build,
+                           f"fp32 {what} → {(LINEAR_F32X3 if is_weight else MATMUL_F32X3).name}"
+                           " (3xTF32 tensor cores)",
+                           ("library_kernel", "fusion") if len(nodes) > 1 else ("library_kernel",),
+                           set(), (LINEAR_F32X3 if is_weight else MATMUL_F32X3,)))
+    return found
+
+
+F32X3_GEMM_PATTERN = Pattern(KIND, find_f32x3_gemm,
+                             "fp32 GEMM (+ bias, activation) on the tensor cores at fp32 "
+                             "accuracy (3xTF32)", gpu_only=True, variant=True)

@@ -1,0 +1,197 @@
+"""The 3xTF32 GEMM (``kernels/triton/gemm_f32x3.py``) under Triton's interpreter, and the
+``f32x3_gemm`` pattern: matched on large fp32 GEMMs of problem files written here (traced
+on meta at their own sizes), offered on a GPU only and as a candidate of its own beside
+the other patterns' rewrite, and its candidate's file run against the reference at small
+sizes. The interpreter computes ``tl.dot`` in plain fp32, so the 3xTF32 error itself is
+the GPU test's (``test_gpu_matmul_f32x3_is_fp32_accurate``)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from solforge.kernels.triton import linear_f32x3, matmul_f32x3
+from solforge.problems import load_problem
+from solforge.problems.loader import import_file
+from solforge.search.candidates import generate_candidates, search_context
+
+ACTS = {None: lambda x: x, "relu": torch.relu, "gelu": F.gelu, "silu": F.silu,
+        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
+
+
+# -- the kernel ------------------------------------------------------------------------------
+@pytest.mark.parametrize("act", list(ACTS))
+def test_matmul_bias_and_activation_across_tiles_and_masks(act):
+    torch.manual_seed(0)
+    a, b, bias = torch.randn(37, 53), torch.randn(53, 29), torch.randn(29)
+    got = matmul_f32x3(a, b, bias, act)
+    want = ACTS[act](a @ b + bias)
+    assert got.shape == (37, 29) and got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_reads_the_weight_in_place_and_folds_leading_dims():
+    torch.manual_seed(1)
+    x, w, bias = torch.randn(3, 5, 40), torch.randn(24, 40), torch.randn(24)
+    torch.testing.assert_close(linear_f32x3(x, w, bias, "relu"), torch.relu(F.linear(x, w, bias)),
+                               rtol=1e-5, atol=1e-5)
+    xt = torch.randn(40, 15).t()  # a non-contiguous input: folded by a copy
+    torch.testing.assert_close(linear_f32x3(xt, w), F.linear(xt, w), rtol=1e-5, atol=1e-5)
+
+
+def test_batched_operands_of_any_rank_and_strides():
+    torch.manual_seed(2)
+    a = torch.randn(2, 3, 19, 23)
+    b = torch.randn(2, 3, 17, 23).transpose(-1, -2)  # [2, 3, 23, 17], K-major
+    torch.testing.assert_close(matmul_f32x3(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(matmul_f32x3(a[0], b[0]), torch.bmm(a[0], b[0]),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_empty_dims():
+    bias = torch.randn(6)
+    assert matmul_f32x3(torch.randn(0, 4), torch.randn(4, 6)).shape == (0, 6)
+    got = matmul_f32x3(torch.randn(3, 0), torch.randn(0, 6), bias, "relu")
+    torch.testing.assert_close(got, torch.relu(bias).expand(3, 6))
+
+
+def test_bad_input_says_what_to_fix():
+    a, b = torch.randn(4, 8), torch.randn(8, 5)
+    with pytest.raises(TypeError, match="float32"):
+        matmul_f32x3(a.half(), b.half())
+    with pytest.raises(ValueError, match="do not multiply"):
+        matmul_f32x3(a, torch.randn(7, 5))
+    with pytest.raises(ValueError, match=r"expected \(5,\)"):
+        matmul_f32x3(a, b, torch.randn(4))
+    with pytest.raises(ValueError, match="unknown activation 'tanh'"):
+        matmul_f32x3(a, b, None, "tanh")
+    with pytest.raises(ValueError, match="same batch dims"):
+        matmul_f32x3(torch.randn(2, 4, 8), torch.randn(3, 8, 5))
+
+
+# -- the pattern -----------------------------------------------------------------------------
+def _file(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+                    + textwrap.dedent(body))
+    return path
+
+
+MLP = """
+    class Model(nn.Module):
+        def __init__(self, d_in, d_hidden, d_out):
+            super().__init__()
+            self.up = nn.Linear(d_in, d_hidden)
+            self.down = nn.Linear(d_hidden, d_out)
+
+        def forward(self, x):
+            return torch.softmax(self.down(torch.relu(self.up(x))) * 2.0, dim=-1)
+
+    batch, d_in, d_hidden, d_out = {batch}, {d_in}, {d_hidden}, {d_out}
+
+    def get_inputs():
+        return [torch.randn(batch, d_in)]
+
+    def get_init_inputs():
+        return [d_in, d_hidden, d_out]
+"""
+
+MATMUL = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = nn.Parameter(torch.randn({n}))
+
+        def forward(self, a, b):
+            return F.gelu(torch.matmul(a, b) + self.bias)
+
+    def get_inputs():
+        return [torch.randn(4, {m}, {k}), torch.randn({k}, {n})]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+def _big_mlp(tmp_path: Path, dtype: str = "") -> Path:
+    return _file(tmp_path, "mlp", MLP.format(batch=4096, d_in=1024, d_hidden=4096,
+                                             d_out=1024) + dtype)
+
+
+def test_large_fp32_gemms_match_with_their_bias_and_activation(tmp_path):
+    ctx = search_context(load_problem(_big_mlp(tmp_path)), "cuda")
+    assert [m.kind for m in ctx.matches] == ["softmax"]  # the base rewrite, unchanged
+    descs = [m.description for m in ctx.variant_matches]
+    assert descs == ["fp32 linear + bias + relu → linear_f32x3 (3xTF32 tensor cores)",
+                     "fp32 linear + bias → linear_f32x3 (3xTF32 tensor cores)"]
+    cands = {c.name: c for c in generate_candidates(ctx)[0]}
+    base, both = cands["library"], cands["library+f32x3_gemm"]
+    assert "linear_f32x3" not in base.source and both.parent == "library"
+    forward = both.source.split("def forward")[1]
+    assert forward.count("linear_f32x3(") == 2 and "'relu'" in forward and "softmax(" in forward
+    assert "* 2.0" in forward or "mul" in forward  # the scale stays in the graph
+    # a plain matmul with a parameter added and GELU after it, 3-D input folded
+    m = _file(tmp_path, "mm", MATMUL.format(m=1024, k=512, n=1024))
+    ctx = search_context(load_problem(m), "cuda")
+    assert [m.kind for m in ctx.matches] == ["bias_act"]  # the add and GELU, after cuBLAS
+    (v,) = ctx.variant_matches
+    assert v.description == "fp32 matmul + bias + gelu → matmul_f32x3 (3xTF32 tensor cores)"
+    # the variant overlaps every base match, so it stands alone, no parent
+    cands = {c.name: c for c in generate_candidates(ctx)[0]}
+    assert "library" in cands and "library+f32x3_gemm" not in cands
+    assert cands["f32x3_gemm"].parent is None
+    assert "bias_act" not in cands["f32x3_gemm"].source.split("def forward")[1]
+
+
+def test_not_matched_on_a_cpu_small_or_16_bit(tmp_path):
+    assert not search_context(load_problem(_big_mlp(tmp_path)), "cpu").variant_matches
+    small = _file(tmp_path, "small", MLP.format(batch=64, d_in=64, d_hidden=128, d_out=64))
+    ctx = search_context(load_problem(small), "cuda")
+    assert ctx.traced is not None and not ctx.variant_matches
+    half = _file(tmp_path, "half", MLP.format(batch=4096, d_in=1024, d_hidden=4096, d_out=1024)
+                 .replace("torch.randn(batch, d_in)", "torch.randn(batch, d_in).half()")
+                 .replace("super().__init__()", "super().__init__(); torch.set_default_dtype("
+                          "torch.float16)"))
+    try:
+        ctx = search_context(load_problem(half), "cuda")
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert ctx.trace_error is None and ctx.traced is not None and not ctx.variant_matches
+    names = [c.name for c in generate_candidates(search_context(load_problem(
+        _big_mlp(tmp_path)), "cpu"))[0]]
+    assert not [n for n in names if "f32x3" in n]
+
+
+def test_the_candidate_computes_the_reference(tmp_path):
+    """The candidate generated at the traced (large) sizes is shape-generic: built with
+    small init inputs and the reference's state, it matches the reference."""
+    ctx = search_context(load_problem(_big_mlp(tmp_path)), "cuda")
+    c = next(c for c in generate_candidates(ctx)[0] if c.name == "library+f32x3_gemm")
+    sol = tmp_path / "cand.py"
+    sol.write_text(c.source)
+    torch.manual_seed(0)
+    ref_mod = import_file(tmp_path / "mlp.py")
+    ref = ref_mod.Model(48, 40, 24)
+    new = import_file(sol).ModelNew(48, 40, 24)
+    new.load_state_dict(ref.state_dict())
+    x = torch.randn(5, 48)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), ref(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_matmul_f32x3_is_fp32_accurate():
+    """On a GPU: 3xTF32 within an fp32 GEMM's own error of a float64 product, and TF32
+    (the same kernel with one product) far outside it."""
+    torch.manual_seed(0)
+    a = torch.randn(1024, 4096, device="cuda")
+    b = torch.randn(4096, 1024, device="cuda")
+    exact = (a.double() @ b.double())
+    err = lambda y: ((y.double() - exact).abs().max() / exact.abs().max()).item()
+    fp32 = err(a @ b)
+    assert err(matmul_f32x3(a, b)) < 4 * fp32 + 1e-7
+    assert err(matmul_f32x3(a, b, precision="tf32")) > 10 * fp32
