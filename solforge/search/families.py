@@ -377,15 +377,26 @@ _VARIANT_COST = 20.0
 
 def _variant_candidates(ctx: SearchContext, base: str | None):
     """On a GPU, the ``variant`` patterns' matches (``Pattern.variant``: the 3xTF32 GEMM)
-    as a candidate of their own: alone, or with the base rewrite's matches that do not
-    overlap them (``<base>+<kind>``, derived from the base candidate)."""
+    as a candidate of their own: with the base rewrite's other matches
+    (``<base>+<kind>``, derived from the base candidate), or alone where none is left."""
     if not ctx.gpu or not ctx.variant_matches:
         return
-    taken = set().union(*(m.nodes | m.optional for m in ctx.variant_matches))
-    others = [m for m in ctx.matches if not (m.nodes | m.optional) & taken] if base else []
-    kinds = "+".join(dict.fromkeys(m.kind for m in ctx.variant_matches))
+    others = list(ctx.matches) if base else []
+    variants = []
+    for v in ctx.variant_matches:
+        span = v.nodes | v.optional
+        hit = [m for m in others if (m.nodes | m.optional) & span]
+        # a variant takes over base matches it contains whole (a GEMM's bias + activation
+        # epilogue); where a base match reaches beyond it (an attention around the GEMM),
+        # the base match stays and the variant is left out
+        if all((m.nodes | m.optional) <= span for m in hit):
+            others = [m for m in others if m not in hit]
+            variants.append(v)
+    if not variants:
+        return
+    kinds = "+".join(dict.fromkeys(m.kind for m in variants))
     name = f"{base}+{kinds}" if others else kinds
-    c = _library_candidate(ctx, [*others, *ctx.variant_matches], name,
+    c = _library_candidate(ctx, [*others, *variants], name,
                            base if others else None, extra_cost=_VARIANT_COST,
                            extra_why=" The reference's fp32 GEMMs run on the tensor cores "
                                      "at fp32 accuracy (3xTF32), their bias and activation "

@@ -195,3 +195,40 @@ def test_gpu_matmul_f32x3_is_fp32_accurate():
     fp32 = err(a @ b)
     assert err(matmul_f32x3(a, b)) < 4 * fp32 + 1e-7
     assert err(matmul_f32x3(a, b, precision="tf32")) > 10 * fp32
+
+
+def test_batched_gemms_count_their_batches_and_few_tiles_are_left_to_cublas(tmp_path):
+    bmm = """
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return torch.bmm(a, b)
+
+        def get_inputs():
+            return [torch.randn({b}, {m}, {k}), torch.randn({b}, {k}, {n})]
+
+        def get_init_inputs():
+            return []
+    """
+    many = _file(tmp_path, "bmm", bmm.format(b=128, m=256, n=256, k=256))
+    (v,) = search_context(load_problem(many), "cuda").variant_matches
+    assert v.description.startswith("fp32 matmul →")
+    # one 256x256 output with a long K: 16 tiles of 64x64 on 132 SMs, no split-K here
+    long_k = _file(tmp_path, "long_k", bmm.format(b=1, m=256, n=256, k=1 << 17))
+    ctx = search_context(load_problem(long_k), "cuda")
+    assert ctx.traced is not None and not ctx.variant_matches
+
+
+def test_attention_keeps_its_sdpa_and_gains_the_projections():
+    """KernelBench's MinGPT at its own sizes (traced on meta): the attention's own q @ k^T
+    is a large batched fp32 GEMM too, but the masked SDPA reaches beyond it and stays; the
+    variant takes the two projections."""
+    from tests.conftest import FIXTURES
+
+    mingpt = FIXTURES / "kernelbench" / "KernelBench" / "level3" / "43_MinGPTCausalAttention.py"
+    ctx = search_context(load_problem(mingpt), "cuda")
+    cands = {c.name: c for c in generate_candidates(ctx)[0]}
+    c = cands["sdpa+f32x3_gemm"]
+    forward = c.source.split("def forward")[1]
+    assert c.parent == "sdpa" and "masked_sdpa(" in forward
+    assert forward.count("linear_f32x3(") == 2 and "matmul_f32x3" not in forward
+    assert "f32x3_gemm" not in cands  # nothing to offer without the attention's rewrite

@@ -9,7 +9,8 @@ H100 about 139 TFLOP/s against 54 for the fp32 units). The SOL bound counts that
 fp32 tensor work (``sol/roofline.py``), so a kernel that uses it is scored against it.
 
 Matched, every operand and the result fp32 and the product large enough to be worth a
-tensor-core kernel (``MIN_MACS`` multiply-adds, ``MIN_DIM`` in M, N and K):
+tensor-core kernel (``MIN_MACS`` multiply-adds, ``MIN_DIM`` in M, N and K, ``MIN_TILES``
+output tiles to spread over the SMs):
 
 - ``nn.Linear`` modules and ``F.linear(x, W[, b])``: the weight read in place as
   ``W.t()``; the module's bias fused;
@@ -27,7 +28,8 @@ fp32 GEMM on each problem; where it loses, the other patterns' candidates stand 
 Not covered: 16-bit and FP8 GEMMs (their own tensor cores; ``lowp_gemm`` for upcast
 ones), ``addmm``/``baddbmm`` with ``beta``/``alpha``, batch dims broadcast between the
 operands (other than a 2-D ``b``), epilogues beyond a bias and one activation (scales,
-residuals, clamps stay in the graph after the call), convolutions.
+residuals, clamps stay in the graph after the call), convolutions, ``einsum``, split-K for
+GEMMs with few output tiles (not matched).
 """
 
 from __future__ import annotations
@@ -57,14 +59,18 @@ LINEAR_F32X3 = LibraryFunction("linear_f32x3")
 KIND = "f32x3_gemm"
 MIN_MACS = 1 << 27   # 134M multiply-adds: ~5 us on an H100's fp32 units, launch-bound below
 MIN_DIM = 64
+# output tiles of 64x64 the GEMM must fill: fewer leave most SMs idle (the kernel has no
+# split-K), where cuBLAS splits K (KernelBench's 6_Matmul_with_large_K_dimension_)
+MIN_TILES = 128
 
 
 def _fp32(*xs: Any) -> bool:
     return all((t := tensor(x)) is not None and t.dtype == torch.float32 for x in xs)
 
 
-def _big(m: int, n: int, k: int) -> bool:
-    return min(m, n, k) >= MIN_DIM and m * n * k >= MIN_MACS
+def _big(m: int, n: int, k: int, batch: int = 1) -> bool:
+    return (min(m, n, k) >= MIN_DIM and batch * m * n * k >= MIN_MACS
+            and batch * -(-m // 64) * -(-n // 64) >= MIN_TILES)
 
 
 def _gemm(n: fx.Node) -> tuple[Any, Any, Any, bool] | None:
@@ -101,10 +107,12 @@ def _gemm(n: fx.Node) -> tuple[Any, Any, Any, bool] | None:
         return None
     if len(sb) != 2 and sa[:-2] != sb[:-2]:
         return None  # broadcast batch dims
-    rows = 1
-    for d in (sa[:-1] if len(sb) == 2 else sa[-2:-1]):
+    rows, batch = 1, 1
+    for d in sa[:-1]:
         rows *= d
-    if not _big(rows, sb[-1], sb[-2]):
+    if len(sb) > 2:  # the batch dims apart: each batch is its own [M, N] output
+        batch, rows = rows // sa[-2] if sa[-2] else 0, sa[-2]
+    if not _big(rows, sb[-1], sb[-2], batch):
         return None
     return a, b, None, False
 
