@@ -232,3 +232,49 @@ def test_attention_keeps_its_sdpa_and_gains_the_projections():
     assert c.parent == "sdpa" and "masked_sdpa(" in forward
     assert forward.count("linear_f32x3(") == 2 and "matmul_f32x3" not in forward
     assert "f32x3_gemm" not in cands  # nothing to offer without the attention's rewrite
+
+
+EINSUM = """
+    class Model(nn.Module):
+        def forward(self, a, b):
+            return torch.einsum("{eq}", a, b)
+
+    def get_inputs():
+        return [torch.randn(*{sa}), torch.randn(*{sb})]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.mark.parametrize("eq,sa,sb,fn", [
+    ("bijl,lk->bijk", (2, 16, 32, 256), (256, 768), "matmul_f32x3"),
+    ("bij,kj->bik", (4, 512, 256), (1024, 256), "linear_f32x3"),
+    ("bmk,bkn->bmn", (64, 256, 128), (64, 128, 256), "matmul_f32x3"),
+])
+def test_einsums_that_are_one_gemm(tmp_path, eq, sa, sb, fn):
+    path = _file(tmp_path, "ein", EINSUM.format(eq=eq, sa=sa, sb=sb))
+    ctx = search_context(load_problem(path), "cuda")
+    (v,) = ctx.variant_matches
+    c = next(c for c in generate_candidates(ctx)[0] if c.name == "f32x3_gemm")
+    sol = tmp_path / "cand.py"
+    sol.write_text(c.source)
+    # the candidate is shape-generic: run at small sizes of the same ranks
+    if fn == "matmul_f32x3" and len(sb) == 2:
+        small = [torch.randn(2, 3, 5, 24), torch.randn(24, 7)]
+    elif fn == "linear_f32x3":
+        small = [torch.randn(2, 5, 24), torch.randn(7, 24)]
+    else:
+        small = [torch.randn(3, 5, 24), torch.randn(3, 24, 7)]
+    assert f"{fn}(" in c.source.split("def forward")[1]
+    got = import_file(sol).ModelNew()(*small)
+    torch.testing.assert_close(got, torch.einsum(eq, *small), rtol=1e-5, atol=1e-5)
+
+
+def test_einsums_that_are_not_one_gemm(tmp_path):
+    for eq, sa, sb in (("ij,jk->ki", (512, 512), (512, 512)),       # transposed output
+                       ("bij,bjk->bik", (4, 512, 512), (1, 512, 512)),  # broadcast batch
+                       ("ij,ij->ij", (512, 512), (512, 512))):     # no contraction
+        path = _file(tmp_path, "ein", EINSUM.format(eq=eq, sa=sa, sb=sb))
+        ctx = search_context(load_problem(path), "cuda")
+        assert ctx.traced is not None and not ctx.variant_matches, eq

@@ -16,6 +16,8 @@ output tiles to spread over the SMs):
   ``W.t()``; the module's bias fused;
 - ``torch.matmul`` / ``@`` / ``torch.mm`` / ``torch.bmm`` / ``Tensor.matmul``: ``a``
   [..., M, K] with ``b`` [K, N], or both with the same batch dims;
+- ``torch.einsum`` of two operands that is one such GEMM (``bijl,lk->bijk``,
+  ``...k,nk->...n`` with ``b`` read as a weight, ``bmk,bkn->bmn``);
 - then, each only where the one before is its sole user: ``+ bias`` of a [N] fp32
   parameter or buffer (when the GEMM has none), then ReLU, GELU (erf or tanh) or SiLU.
 
@@ -28,7 +30,8 @@ fp32 GEMM on each problem; where it loses, the other patterns' candidates stand 
 Not covered: 16-bit and FP8 GEMMs (their own tensor cores; ``lowp_gemm`` for upcast
 ones), ``addmm``/``baddbmm`` with ``beta``/``alpha``, batch dims broadcast between the
 operands (other than a 2-D ``b``), epilogues beyond a bias and one activation (scales,
-residuals, clamps stay in the graph after the call), convolutions, ``einsum``, split-K for
+residuals, clamps stay in the graph after the call), convolutions, other ``einsum``
+equations (ellipses, several contractions, a transposed output), split-K for
 GEMMs with few output tiles (not matched).
 """
 
@@ -73,8 +76,47 @@ def _big(m: int, n: int, k: int, batch: int = 1) -> bool:
             and batch * -(-m // 64) * -(-n // 64) >= MIN_TILES)
 
 
+def _einsum(n: fx.Node) -> tuple[Any, Any, Any, bool] | None:
+    """An ``einsum`` of two fp32 operands that is one GEMM: ``...k,kn->...n`` (``b`` as
+    given), ``...k,nk->...n`` (``b`` a weight read transposed), or a batched
+    ``...mk,...kn->...mn`` with the same batch letters on both sides."""
+    eq, *ops = n.args
+    if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+        ops = list(ops[0])
+    if not isinstance(eq, str) or len(ops) != 2 or n.kwargs or "..." in eq or "->" not in eq:
+        return None
+    lhs, out = eq.replace(" ", "").split("->")
+    terms = lhs.split(",")
+    if len(terms) != 2:
+        return None
+    ta, tb = terms
+    a, b = ops
+    sa, sb = shape(a), shape(b)
+    if not _fp32(a, b, n) or sa is None or sb is None or len(sa) != len(ta) or \
+            len(sb) != len(tb) or any(len(set(t)) != len(t) for t in (ta, tb, out)):
+        return None
+    rows = 1
+    for d in sa[:-1]:
+        rows *= d
+    if len(tb) == 2 and ta[-1] in tb and set(ta) & set(tb) == {ta[-1]}:
+        weight = tb[1] == ta[-1]  # "nk": contracted over b's last dim
+        n_letter = tb[0] if weight else tb[1]
+        if out != ta[:-1] + n_letter:
+            return None
+        width = sb[0] if weight else sb[1]
+        return (a, b, None, weight) if _big(rows, width, sa[-1]) else None
+    if len(ta) == len(tb) == len(out) >= 3 and ta[:-2] == tb[:-2] == out[:-2] and \
+            ta[-1] == tb[-2] and out[-2:] == ta[-2] + tb[-1] and ta[-2] != tb[-1] and \
+            sa[:-2] == sb[:-2]:
+        batch = rows // sa[-2] if sa[-2] else 0
+        return (a, b, None, False) if _big(sa[-2], sb[-1], sa[-1], batch) else None
+    return None
+
+
 def _gemm(n: fx.Node) -> tuple[Any, Any, Any, bool] | None:
     """(a, b, bias, b is a linear weight [N, K]) for a GEMM node this pattern takes."""
+    if n.op == "call_function" and n.target is torch.einsum:
+        return _einsum(n)
     kind = op(n)
     if kind == "linear":
         if n.op == "call_module":
