@@ -142,15 +142,19 @@ def compile_all():
              dict(BLOCK=128), num_warps=8)
     _compile(fp8._dequant_kernel, dict(q_ptr=FP8, s_ptr=FP32, y_ptr=BF16),
              dict(TILE_M=32, TILE_N=256), num_warps=8)
-    gemm = dict(a_ptr=FP32, b_ptr=FP32, bias_ptr=FP32, c_ptr=FP32)
+    gemm = dict(a_ptr=FP32, b_ptr=FP32, bias_ptr=FP32, r_ptr=FP32, c_ptr=FP32)
     tile = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=16, GROUP_M=8)
-    for act in (0, gemm_f32x3.RELU.value):
+    steps = gemm_f32x3.STEPS
+    for ops in ((steps["gelu"], steps["mul"], steps["leaky_relu"], steps["residual"]),
+                (steps["relu"], steps["rsub"], steps["tanh"], steps["clamp_max"])):
         ptx = _compile(gemm_f32x3._mm_kernel, gemm,
-                       dict(tile, HAS_BIAS=True, ACT=act, PRECISION="tf32x3"),
-                       num_warps=8).asm["ptx"]
+                       dict(tile, HAS_BIAS=True, OP1=ops[0], OP2=ops[1], OP3=ops[2],
+                            OP4=ops[3], PRECISION="tf32x3"),
+                       floats=("c1", "c2", "c3", "c4"), num_warps=8).asm["ptx"]
         assert "wgmma.mma_async" in ptx  # the three TF32 products run on the tensor cores
     ptx = _compile(gemm_f32x3._mm_kernel, gemm,
-                   dict(tile, HAS_BIAS=False, ACT=0, PRECISION="ieee"), num_warps=8).asm["ptx"]
+                   dict(tile, HAS_BIAS=False, OP1=0, OP2=0, OP3=0, OP4=0, PRECISION="ieee"),
+                   floats=("c1", "c2", "c3", "c4"), num_warps=8).asm["ptx"]
     assert "wgmma" not in ptx and "mma.sync" not in ptx  # ieee: the SIMT units
     ptx = _compile(int8._int8_token_kernel, dict(x_ptr=BF16, q_ptr=I8, s_ptr=FP32),
                    dict(BLOCK_N=4096), num_warps=8).asm["ptx"]

@@ -34,6 +34,39 @@ def test_matmul_bias_and_activation_across_tiles_and_masks(act):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+STEPS = [(("add", 0.5), lambda x: x + 0.5), (("mul", -2.0), lambda x: x * -2.0),
+         (("rsub", 1.0), lambda x: 1.0 - x), (("div", 3.0), lambda x: x / 3.0),
+         (("leaky_relu", 0.1), lambda x: F.leaky_relu(x, 0.1)), ("sigmoid", torch.sigmoid),
+         ("tanh", torch.tanh), (("clamp_min", -0.25), lambda x: x.clamp_min(-0.25)),
+         (("clamp_max", 0.75), lambda x: x.clamp_max(0.75)), ("relu", torch.relu)]
+
+
+@pytest.mark.parametrize("i", range(0, len(STEPS), 3))
+def test_epilogue_steps_in_order_with_a_residual(i):
+    torch.manual_seed(3)
+    a, b, bias = torch.randn(21, 40), torch.randn(40, 18), torch.randn(18)
+    res = torch.randn(18, 21).t()  # the output's shape, other strides
+    chosen = STEPS[i:i + 3]
+    got = matmul_f32x3(a, b, bias, epilogue=[s for s, _ in chosen] + ["residual"],
+                       residual=res)
+    want = a @ b + bias
+    for _, fn in chosen:
+        want = fn(want)
+    torch.testing.assert_close(got, want + res, rtol=1e-5, atol=1e-5)
+
+
+def test_epilogue_mistakes_say_what_to_fix():
+    a, b = torch.randn(4, 8), torch.randn(8, 5)
+    with pytest.raises(ValueError, match="at most 4"):
+        matmul_f32x3(a, b, None, "relu", epilogue=["relu"] * 4)
+    with pytest.raises(ValueError, match="unknown epilogue step 'exp'"):
+        matmul_f32x3(a, b, epilogue=["exp"])
+    with pytest.raises(ValueError, match="one residual step at most"):
+        matmul_f32x3(a, b, epilogue=["residual", "residual"], residual=torch.randn(4, 5))
+    with pytest.raises(ValueError, match=r"float32 residual of shape \(4, 5\)"):
+        matmul_f32x3(a, b, epilogue=["residual"], residual=torch.randn(5, 4))
+
+
 def test_linear_reads_the_weight_in_place_and_folds_leading_dims():
     torch.manual_seed(1)
     x, w, bias = torch.randn(3, 5, 40), torch.randn(24, 40), torch.randn(24)
@@ -57,6 +90,10 @@ def test_empty_dims():
     assert matmul_f32x3(torch.randn(0, 4), torch.randn(4, 6)).shape == (0, 6)
     got = matmul_f32x3(torch.randn(3, 0), torch.randn(0, 6), bias, "relu")
     torch.testing.assert_close(got, torch.relu(bias).expand(3, 6))
+    res = torch.randn(3, 6)
+    got = matmul_f32x3(torch.randn(3, 0), torch.randn(0, 6), bias,
+                       epilogue=[("mul", 2.0), "residual"], residual=res)
+    torch.testing.assert_close(got, bias * 2.0 + res)
 
 
 def test_bad_input_says_what_to_fix():
@@ -127,13 +164,13 @@ def test_large_fp32_gemms_match_with_their_bias_and_activation(tmp_path):
     assert [m.kind for m in ctx.matches] == ["softmax"]  # the base rewrite, unchanged
     descs = [m.description for m in ctx.variant_matches]
     assert descs == ["fp32 linear + bias + relu → linear_f32x3 (3xTF32 tensor cores)",
-                     "fp32 linear + bias → linear_f32x3 (3xTF32 tensor cores)"]
+                     "fp32 linear + bias + mul → linear_f32x3 (3xTF32 tensor cores)"]
     cands = {c.name: c for c in generate_candidates(ctx)[0]}
     base, both = cands["library"], cands["library+f32x3_gemm"]
     assert "linear_f32x3" not in base.source and both.parent == "library"
     forward = both.source.split("def forward")[1]
-    assert forward.count("linear_f32x3(") == 2 and "'relu'" in forward and "softmax(" in forward
-    assert "* 2.0" in forward or "mul" in forward  # the scale stays in the graph
+    assert forward.count("linear_f32x3(") == 2 and "softmax(" in forward
+    assert "epilogue=['relu']" in forward and "epilogue=[('mul', 2.0)]" in forward
     # a plain matmul with a parameter added and GELU after it, 3-D input folded
     m = _file(tmp_path, "mm", MATMUL.format(m=1024, k=512, n=1024))
     ctx = search_context(load_problem(m), "cuda")
@@ -278,3 +315,93 @@ def test_einsums_that_are_not_one_gemm(tmp_path):
         path = _file(tmp_path, "ein", EINSUM.format(eq=eq, sa=sa, sb=sb))
         ctx = search_context(load_problem(path), "cuda")
         assert ctx.traced is not None and not ctx.variant_matches, eq
+
+
+CHAIN = """
+    class Model(nn.Module):
+        def __init__(self, d_in, d_out):
+            super().__init__()
+            self.fc = nn.Linear(d_in, d_out)
+            self.act = nn.Hardtanh(-0.5, 0.5)
+            self.scale = nn.Parameter(torch.randn(d_out))
+
+        def forward(self, x, skip):
+            y = F.leaky_relu((self.fc(x) - 0.25) * 2.0, 0.2)
+            y = skip + self.act(y)
+            return y.sigmoid() * self.scale
+
+    batch, d_in, d_out = {batch}, {d_in}, {d_out}
+
+    def get_inputs():
+        return [torch.randn(batch, d_in), torch.randn(batch, d_out)]
+
+    def get_init_inputs():
+        return [d_in, d_out]
+"""
+
+
+def test_an_epilogue_chain_is_fused_up_to_its_limit_and_runs_as_the_reference(tmp_path):
+    path = _file(tmp_path, "chain", CHAIN.format(batch=2048, d_in=1024, d_out=1024))
+    ctx = search_context(load_problem(path), "cuda")
+    (v,) = ctx.variant_matches
+    # sub, mul and leaky_relu, then hardtanh's two clamps: the fifth step; the residual
+    # add, the sigmoid and the tensor scale stay in the graph
+    assert v.description == ("fp32 linear + bias + add + mul + leaky_relu → linear_f32x3 "
+                             "(3xTF32 tensor cores)")
+    c = next(c for c in generate_candidates(ctx)[0] if c.name == "f32x3_gemm")
+    forward = c.source.split("def forward")[1]
+    assert "epilogue=[('add', -0.25), ('mul', 2.0), ('leaky_relu', 0.2)]" in forward
+    sol = tmp_path / "cand.py"
+    sol.write_text(c.source)
+    ref_mod = import_file(path)
+    torch.manual_seed(0)
+    ref = ref_mod.Model(24, 20)
+    new = import_file(sol).ModelNew(24, 20)
+    new.load_state_dict(ref.state_dict())
+    x, skip = torch.randn(7, 24), torch.randn(7, 20)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x, skip), ref(x, skip), rtol=1e-5, atol=1e-6)
+
+
+RESIDUAL = """
+    class Model(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.fc = nn.Linear(d, d)
+
+        def forward(self, x):
+            return torch.clamp(torch.relu(self.fc(x)) + x, max=3.0) / 4.0
+
+    def get_inputs():
+        return [torch.randn({batch}, {d})]
+
+    def get_init_inputs():
+        return [{d}]
+"""
+
+
+def test_a_residual_and_a_one_sided_clamp(tmp_path):
+    path = _file(tmp_path, "res", RESIDUAL.format(batch=2048, d=1024))
+    ctx = search_context(load_problem(path), "cuda")
+    (v,) = ctx.variant_matches
+    assert v.description == ("fp32 linear + bias + relu + residual + clamp_max + div → "
+                             "linear_f32x3 (3xTF32 tensor cores)")
+    c = next(c for c in generate_candidates(ctx)[0] if c.name == "f32x3_gemm")
+    assert "residual=x" in c.source.split("def forward")[1]
+    sol = tmp_path / "cand.py"
+    sol.write_text(c.source)
+    ref_mod = import_file(path)
+    torch.manual_seed(0)
+    ref = ref_mod.Model(24)
+    new = import_file(sol).ModelNew(24)
+    new.load_state_dict(ref.state_dict())
+    x = torch.randn(5, 24) * 4
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), ref(x), rtol=1e-5, atol=1e-6)
+
+
+def test_the_pattern_and_the_kernel_agree_on_the_step_limit():
+    from solforge.kernels.triton import gemm_f32x3 as kernel
+    from solforge.search.patterns import gemm_f32x3 as pattern
+
+    assert pattern.MAX_STEPS == kernel.MAX_STEPS

@@ -15,16 +15,19 @@ TF32 417 TFLOP/s measured, so about 139 for 3xTF32, against 54 for fp32;
 GEMM at 3xTF32 ran at 1.6x cuBLAS's fp32 GEMM on an A100 (triton-lang/triton#3234); on
 Hopper this kernel is not measured yet (``benchmarks/gpu/gemm_probe.py``).
 
-:func:`matmul_f32x3` computes ``act(a @ b + bias)``: ``a`` [..., M, K] and ``b`` [K, N]
-(the leading dims of ``a`` folded into M), or ``a`` [..., M, K] and ``b`` [..., K, N]
-with the same batch dims (folded into one), any strides (``W.t()`` of a linear layer's weight is read in place); ``bias`` [N]; the
-activation one of ``_common.ACTIVATIONS`` or ``"relu"``. Tiles are visited in groups of
-``GROUP_M`` row tiles so that neighbouring programs share ``b``'s tiles in L2.
+:func:`matmul_f32x3` computes ``a @ b + bias`` and an epilogue of up to ``MAX_STEPS``
+steps on the fp32 tile before it is stored (``STEPS``: GELU, SiLU, ReLU, sigmoid, tanh,
+leaky ReLU, clamps, ``+ - * /`` a number, one residual tensor added). ``a`` [..., M, K]
+with ``b`` [K, N] (the leading dims of ``a`` folded into M), or both with the same batch
+dims (folded into one), any strides (``W.t()`` of a linear layer's weight is read in
+place: :func:`linear_f32x3`); ``bias`` [N]. Tiles are visited in groups of ``GROUP_M``
+row tiles so that neighbouring programs share ``b``'s tiles in L2.
 
 Not covered: dtypes other than fp32 (16-bit GEMMs have their own tensor cores, and
 cuBLAS is at their speed of light already); broadcasting batch dims other than a 2-D
-``b``; a bias other than [N]; other epilogues (scales, residuals: they stay in the
-reference's graph after the call); bit-equality with cuBLAS (the sums run in another
+``b``; a bias other than [N]; epilogue steps that read tensors other than one residual of
+the output's shape (a per-column scale, a broadcast bias: they stay in the reference's
+graph after the call); bit-equality with cuBLAS (the sums run in another
 order, as any two GEMMs' do); split-K (a GEMM with few output tiles and a long K runs on
 few SMs). Under the interpreter ``tl.dot`` computes in plain fp32, so CPU tests check the
 indexing, masks and epilogue, not the 3xTF32 error (the GPU test does).
@@ -42,8 +45,44 @@ from solforge.kernels.triton._common import (
     autotune_configs,
 )
 
-RELU = tl.constexpr(max(ACTIVATIONS.values()) + 1)  # the epilogue's own code for ReLU
-_ACTS = {**ACTIVATIONS, "relu": RELU.value}
+# The epilogue: up to MAX_STEPS steps after the bias, each an op code and a number (the
+# scalar of ``add``/``mul``/..., the slope of ``leaky_relu``, the bound of a clamp).
+STEPS = {"none": 0, "gelu": 1, "gelu_tanh": 2, "silu": 3, "relu": 4, "add": 5, "mul": 6,
+         "rsub": 7, "div": 8, "leaky_relu": 9, "sigmoid": 10, "tanh": 11, "clamp_min": 12,
+         "clamp_max": 13, "residual": 14}
+MAX_STEPS = 4
+# the activations a caller may name alone (``activation=``)
+_ACTS = {None: (), **{k: ((k, 0.0),) for k in ACTIVATIONS if k}, "relu": (("relu", 0.0),)}
+
+
+@triton.jit
+def _step(x, OP: tl.constexpr, c, r_ptrs, r_mask):
+    """One epilogue step on the fp32 tile ``x`` (``STEPS``' codes)."""
+    if OP == 1 or OP == 2 or OP == 3:
+        x = apply_activation(x, OP)  # _common's codes: gelu, gelu_tanh, silu
+    elif OP == 4:
+        x = tl.maximum(x, 0.0)
+    elif OP == 5:
+        x = x + c
+    elif OP == 6:
+        x = x * c
+    elif OP == 7:
+        x = c - x
+    elif OP == 8:
+        x = x / c
+    elif OP == 9:
+        x = tl.where(x > 0, x, x * c)
+    elif OP == 10:
+        x = tl.sigmoid(x)
+    elif OP == 11:
+        x = 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+    elif OP == 12:
+        x = tl.maximum(x, c)
+    elif OP == 13:
+        x = tl.minimum(x, c)
+    elif OP == 14:
+        x = x + tl.load(r_ptrs, mask=r_mask, other=0.0).to(tl.float32)
+    return x
 
 
 def _configs() -> list[triton.Config]:
@@ -64,11 +103,13 @@ def _configs() -> list[triton.Config]:
                                                 "GROUP_M": 2}, num_warps=4))
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K", "HAS_BIAS", "ACT"])
+@triton.autotune(configs=_configs(), key=["M", "N", "K", "HAS_BIAS", "OP1", "OP2", "OP3", "OP4"])
 @triton.jit
-def _mm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
-               s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn,
-               HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PRECISION: tl.constexpr,
+def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K,
+               s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_rb, s_rm, s_rn, s_cb, s_cm, s_cn,
+               c1, c2, c3, c4,
+               HAS_BIAS: tl.constexpr, OP1: tl.constexpr, OP2: tl.constexpr,
+               OP3: tl.constexpr, OP4: tl.constexpr, PRECISION: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                GROUP_M: tl.constexpr):
     pid = tl.program_id(0)
@@ -97,16 +138,19 @@ def _mm_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
         a_ptrs += BLOCK_K * s_ak
         b_ptrs += BLOCK_K * s_bk
 
+    out_mask = (rows[:, None] < M) & (cols[None, :] < N)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
         acc += bias[None, :].to(tl.float32)
-    if ACT == RELU:
-        acc = tl.maximum(acc, 0.0)
-    else:
-        acc = apply_activation(acc, ACT)
+    r_ptrs = (r_ptr + batch * s_rb + rows[:, None].to(tl.int64) * s_rm
+              + cols[None, :].to(tl.int64) * s_rn)
+    acc = _step(acc, OP1, c1, r_ptrs, out_mask)
+    acc = _step(acc, OP2, c2, r_ptrs, out_mask)
+    acc = _step(acc, OP3, c3, r_ptrs, out_mask)
+    acc = _step(acc, OP4, c4, r_ptrs, out_mask)
     c_ptrs = (c_ptr + batch * s_cb + rows[:, None].to(tl.int64) * s_cm
               + cols[None, :].to(tl.int64) * s_cn)
-    tl.store(c_ptrs, acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+    tl.store(c_ptrs, acc, mask=out_mask)
 
 
 def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> None:
@@ -125,61 +169,105 @@ def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> None:
                          f"({b.shape[-1]},)")
 
 
-def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
-                 activation: str | None = None, *, precision: str = "tf32x3"
-                 ) -> torch.Tensor:
-    """``activation(a @ b + bias)`` in fp32 at fp32 accuracy (see the module docstring).
-    ``precision`` is ``tl.dot``'s ``input_precision``: ``"tf32x3"``, or ``"ieee"`` for the
-    same kernel on the SIMT units (a comparison point for probes)."""
-    _check(a, b, bias)
+def _program(activation: str | None, epilogue: tuple | list) -> list[tuple[int, float]]:
     try:
-        act = _ACTS[activation]
+        steps = [*_ACTS[activation], *epilogue]
     except KeyError:
+        names = ", ".join(repr(k) for k in _ACTS if k)
         raise ValueError(f"matmul_f32x3: unknown activation {activation!r}; use one of "
-                         f"{', '.join(repr(k) for k in _ACTS if k)} or None") from None
+                         f"{names} or None") from None
+    if len(steps) > MAX_STEPS:
+        raise ValueError(f"matmul_f32x3: {len(steps)} epilogue steps; at most {MAX_STEPS}")
+    out = []
+    for step in steps:
+        name, value = (step, 0.0) if isinstance(step, str) else step
+        if name not in STEPS or name == "none":
+            raise ValueError(f"matmul_f32x3: unknown epilogue step {name!r}; use one of "
+                             f"{', '.join(k for k in STEPS if k != 'none')}")
+        out.append((STEPS[name], float(value if value is not None else 0.0)))
+    if sum(code == STEPS["residual"] for code, _ in out) > 1:
+        raise ValueError("matmul_f32x3: one residual step at most")
+    return out + [(0, 0.0)] * (MAX_STEPS - len(out))
+
+
+def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
+                 activation: str | None = None, *, epilogue: tuple | list = (),
+                 residual: torch.Tensor | None = None, precision: str = "tf32x3"
+                 ) -> torch.Tensor:
+    """``a @ b + bias``, then ``activation``, then each ``epilogue`` step in order, in fp32
+    at fp32 accuracy (see the module docstring). A step is a name of ``STEPS`` or a
+    ``(name, number)`` pair: ``("add", c)`` is ``x + c``, ``("mul", c)`` ``x * c``,
+    ``("rsub", c)`` ``c - x``, ``("div", c)`` ``x / c``, ``("leaky_relu", slope)``,
+    ``("clamp_min", lo)``, ``("clamp_max", hi)``, ``"residual"`` adds ``residual`` (the
+    output's shape, any strides); at most ``MAX_STEPS`` with the activation. ``precision``
+    is ``tl.dot``'s ``input_precision``: ``"tf32x3"``, or ``"ieee"`` for the same kernel on
+    the SIMT units (a comparison point for probes)."""
+    _check(a, b, bias)
+    program = _program(activation, epilogue)
     k, n = b.shape[-2], b.shape[-1]
     lead = a.shape[:-1]
+    if any(code == STEPS["residual"] for code, _ in program):
+        if residual is None or tuple(residual.shape) != (*lead, n) or \
+                residual.dtype != torch.float32:
+            raise ValueError(f"matmul_f32x3: a residual step needs a float32 residual of "
+                             f"shape {(*lead, n)}; got "
+                             f"{None if residual is None else tuple(residual.shape)}")
     rows = a.shape[:-2].numel() * a.shape[-2]
     if b.dim() == 2:
         a3 = a.reshape(1, rows, k)  # a view when the leading dims fold, else a copy
         b3 = b.unsqueeze(0)
+        r3 = residual.reshape(1, rows, n) if residual is not None else None
     else:  # batch dims folded into one (views where the strides allow)
         batch = a.shape[:-2].numel()
         a3, b3 = a.reshape(batch, *a.shape[-2:]), b.reshape(batch, *b.shape[-2:])
+        r3 = residual.reshape(batch, a.shape[-2], n) if residual is not None else None
     batches, m = a3.shape[0], a3.shape[1]
     c = torch.empty((batches, m, n), dtype=torch.float32, device=a.device)
     if c.numel():
-        if k == 0:
-            c.zero_()
-            if bias is not None:
-                c += bias
-            return _finish(c, lead, n, activation)
+        if k == 0:  # no tile to run the epilogue in
+            return _reference_epilogue(torch.zeros_like(c) + (bias if bias is not None else 0),
+                                       program, r3).view(*lead, n)
+        r = r3 if r3 is not None else c
         grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),
                              batches)
-        _mm_kernel[grid](a3, b3, bias if bias is not None else c, c, m, n, k,
+        (op1, c1), (op2, c2), (op3, c3), (op4, c4) = program
+        _mm_kernel[grid](a3, b3, bias if bias is not None else c, r, c, m, n, k,
                          a3.stride(0), a3.stride(1), a3.stride(2),
                          b3.stride(0) if b.dim() > 2 else 0, b3.stride(1), b3.stride(2),
-                         c.stride(0), c.stride(1), c.stride(2),
-                         HAS_BIAS=bias is not None, ACT=act, PRECISION=precision)
+                         r.stride(0) if r3 is not None and r3.shape[0] > 1 else 0,
+                         r.stride(1), r.stride(2),
+                         c.stride(0), c.stride(1), c.stride(2), c1, c2, c3, c4,
+                         HAS_BIAS=bias is not None, OP1=op1, OP2=op2, OP3=op3, OP4=op4,
+                         PRECISION=precision)
     return c.view(*lead, n)
 
 
 def linear_f32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                 activation: str | None = None) -> torch.Tensor:
-    """``activation(F.linear(x, weight, bias))``: :func:`matmul_f32x3` with the [N, K]
+                 activation: str | None = None, *, epilogue: tuple | list = (),
+                 residual: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` and its epilogue: :func:`matmul_f32x3` with the [N, K]
     weight read in place as its transpose."""
     if weight.dim() != 2:
         raise ValueError(f"linear_f32x3: weight has shape {tuple(weight.shape)}; expected "
                          "[out_features, in_features]")
-    return matmul_f32x3(x, weight.t(), bias, activation)
+    return matmul_f32x3(x, weight.t(), bias, activation, epilogue=epilogue, residual=residual)
 
 
-def _finish(c: torch.Tensor, lead: torch.Size, n: int, activation: str | None) -> torch.Tensor:
-    """The epilogue for an empty K (no tile to run it): the activation of the bias."""
-    fn = {None: None, "none": None, "relu": torch.relu, "silu": torch.nn.functional.silu,
-          "gelu": torch.nn.functional.gelu,
-          "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}[activation]
-    return (fn(c) if fn is not None else c).view(*lead, n)
+def _reference_epilogue(x: torch.Tensor, program: list[tuple[int, float]],
+                        residual: torch.Tensor | None) -> torch.Tensor:
+    """The epilogue in PyTorch, for an empty K (no tile to run it on)."""
+    F = torch.nn.functional
+    fns = {1: F.gelu, 2: lambda t: F.gelu(t, approximate="tanh"), 3: F.silu, 4: torch.relu,
+           10: torch.sigmoid, 11: torch.tanh}
+    for code, v in program:
+        if code in fns:
+            x = fns[code](x)
+        elif code:
+            x = {5: lambda t: t + v, 6: lambda t: t * v, 7: lambda t: v - t,
+                 8: lambda t: t / v, 9: lambda t: F.leaky_relu(t, v),
+                 12: lambda t: t.clamp_min(v), 13: lambda t: t.clamp_max(v),
+                 14: lambda t: t + residual}[code](x)
+    return x
 
 
 __all__ = ["linear_f32x3", "matmul_f32x3"]

@@ -19,7 +19,11 @@ output tiles to spread over the SMs):
 - ``torch.einsum`` of two operands that is one such GEMM (``bijl,lk->bijk``,
   ``...k,nk->...n`` with ``b`` read as a weight, ``bmk,bkn->bmn``);
 - then, each only where the one before is its sole user: ``+ bias`` of a [N] fp32
-  parameter or buffer (when the GEMM has none), then ReLU, GELU (erf or tanh) or SiLU.
+  parameter or buffer (when the GEMM has none), then up to ``MAX_STEPS`` epilogue steps:
+  ReLU, GELU (erf or tanh), SiLU, sigmoid, tanh, leaky ReLU, clamp / hardtanh, ``+ - * /``
+  a number, and one ``+`` of a tensor of the output's shape (a residual), as functions,
+  methods or modules (KernelBench level 2's ``Gemm_Multiply_LeakyReLU``,
+  ``Matmul_Subtract_Multiply_ReLU``, ...).
 
 Offered on a GPU only (``Pattern.gpu_only``: on a CPU the kernel would run under Triton's
 interpreter), and as a ``variant`` (``Pattern.variant``): the ``library`` family offers it
@@ -29,8 +33,9 @@ fp32 GEMM on each problem; where it loses, the other patterns' candidates stand 
 
 Not covered: 16-bit and FP8 GEMMs (their own tensor cores; ``lowp_gemm`` for upcast
 ones), ``addmm``/``baddbmm`` with ``beta``/``alpha``, batch dims broadcast between the
-operands (other than a 2-D ``b``), epilogues beyond a bias and one activation (scales,
-residuals, clamps stay in the graph after the call), convolutions, other ``einsum``
+operands (other than a 2-D ``b``), epilogue steps past the first that is not one of those
+(it and what follows stay in the graph after the call: a tensor scale, a reduction, a
+broadcast bias), convolutions, other ``einsum``
 equations (ellipses, several contractions, a transposed output), split-K for
 GEMMs with few output tiles (not matched).
 """
@@ -41,6 +46,8 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
 
 from solforge.search.match import (
     LibraryFunction,
@@ -48,6 +55,7 @@ from solforge.search.match import (
     Pattern,
     arg,
     call,
+    number,
     op,
     operands,
     shape,
@@ -62,6 +70,7 @@ LINEAR_F32X3 = LibraryFunction("linear_f32x3")
 KIND = "f32x3_gemm"
 MIN_MACS = 1 << 27   # 134M multiply-adds: ~5 us on an H100's fp32 units, launch-bound below
 MIN_DIM = 64
+MAX_STEPS = 4  # kernels/triton/gemm_f32x3.MAX_STEPS (not imported: no Triton needed here)
 # output tiles of 64x64 the GEMM must fill: fewer leave most SMs idle (the kernel has no
 # split-K), where cuBLAS splits K (KernelBench's 6_Matmul_with_large_K_dimension_)
 MIN_TILES = 128
@@ -162,12 +171,82 @@ def _gemm(n: fx.Node) -> tuple[Any, Any, Any, bool] | None:
 def _bias_after(n: fx.Node, width: int) -> tuple[fx.Node, Any] | None:
     """(the add node, the bias) when ``n``'s sole user adds a [width] fp32 parameter."""
     user = next(iter(n.users)) if len(n.users) == 1 else None
-    if user is None or op(user) != "add" or user.op == "call_module":
+    if user is None or op(user) != "add" or user.op == "call_module" or "alpha" in user.kwargs:
         return None
     for t, b in (operands(user), operands(user)[::-1]):
         if t is n and isinstance(b, fx.Node) and b.op == "get_attr" and \
                 shape(b) == (width,) and _fp32(b) and shape(user) == shape(n):
             return user, b
+    return None
+
+
+_UNARY = {torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh", F.tanh: "tanh",
+          torch.relu: "relu", F.relu: "relu"}
+_UNARY_METHODS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}
+_UNARY_MODULES = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.ReLU: "relu"}
+
+
+def _step(user: fx.Node, x: fx.Node, taken: set[fx.Node]) -> list[tuple] | None:
+    """The epilogue steps ``user`` is, applied to ``x`` (the chain so far): a list of
+    ``(name, number)`` / ``("residual", node)``, or None where it is none of them."""
+    if shape(user) != shape(x) or not _fp32(user):
+        return None
+    mod = user.meta.get("module") if user.op == "call_module" else None
+    if mod is not None:
+        if type(mod) in _UNARY_MODULES:
+            return [(_UNARY_MODULES[type(mod)], None)]
+        if isinstance(mod, nn.LeakyReLU):
+            return [("leaky_relu", float(mod.negative_slope))]
+        if isinstance(mod, nn.Hardtanh):
+            return [("clamp_min", float(mod.min_val)), ("clamp_max", float(mod.max_val))]
+        act = _activation(user)
+        return [(act, None)] if act else None
+    left, right = operands(user)
+    kind = op(user)
+    if not (left is x or (right is x and kind in ("add", "sub", "mul"))):
+        return None
+    extra = [a for a in (*user.args[1:], *user.kwargs.values()) if a is not None]
+    if user.op == "call_function" and user.target in _UNARY or \
+            user.op == "call_method" and user.target in _UNARY_METHODS:
+        name = _UNARY.get(user.target) or _UNARY_METHODS.get(user.target)
+        return [(name, None)] if not extra or extra == [False] else None
+    act = _activation(user)
+    if act is not None and len(user.args) == 1 and set(user.kwargs) <= {"approximate"}:
+        return [(act, None)]
+    if user.op == "call_function" and user.target is F.leaky_relu:
+        slope = number(arg(user, 1, "negative_slope", 0.01))
+        return [("leaky_relu", slope)] if slope is not None else None
+    if user.op == "call_function" and user.target in (F.hardtanh, torch.clamp) or \
+            user.op == "call_method" and user.target == "clamp":
+        lo_name, hi_name = ("min_val", "max_val") if user.target is F.hardtanh else ("min", "max")
+        defaults = (-1.0, 1.0) if user.target is F.hardtanh else (None, None)
+        lo = arg(user, 1, lo_name, defaults[0])
+        hi = arg(user, 2, hi_name, defaults[1])
+        steps = []
+        for name, v in (("clamp_min", lo), ("clamp_max", hi)):
+            if v is None:
+                continue
+            if number(v) is None:
+                return None
+            steps.append((name, number(v)))
+        return steps or None
+    if kind not in ("add", "sub", "mul", "div") or "alpha" in user.kwargs or \
+            user.op == "call_module":
+        return None
+    first = left is x
+    other = right if first else left
+    c = number(other)
+    if c is not None:
+        if kind == "add":
+            return [("add", c)]
+        if kind == "mul":
+            return [("mul", c)]
+        if kind == "sub":
+            return [("add", -c)] if first else [("rsub", c)]
+        return [("div", c)] if first else None
+    if kind == "add" and isinstance(other, fx.Node) and other not in taken and \
+            shape(other) == shape(user) and _fp32(other):
+        return [("residual", other)]
     return None
 
 
@@ -183,31 +262,37 @@ def find_f32x3_gemm(tr: TracedReference) -> list[Match]:
         if bias is None and (after := _bias_after(n, width)) is not None:
             last, bias = after
             nodes.add(last)
-        act = None
-        user = next(iter(last.users)) if len(last.users) == 1 else None
-        if user is not None:
-            kind = "relu" if op(user) == "relu" else _activation(user)
-            inplace = user.op == "call_function" and arg(user, 1, "inplace")
-            if kind is not None and not inplace and shape(user) == shape(last) and \
-                    _fp32(user) and (user.op == "call_module" or len(user.args) == 1):
-                act, last = kind, user
-                nodes.add(user)
+        steps: list[tuple] = []
+        while len(last.users) == 1:
+            user = next(iter(last.users))
+            more = _step(user, last, nodes)
+            if more is None or len(steps) + len(more) > MAX_STEPS or \
+                    sum(s[0] == "residual" for s in (*steps, *more)) > 1:
+                break
+            steps += more
+            nodes.add(user)
+            last = user
 
-        def build(g, m, a=a, b=b, bias=bias, act=act, is_weight=is_weight):
+        def build(g, m, a=a, b=b, bias=bias, steps=tuple(steps), is_weight=is_weight):
             fn = LINEAR_F32X3 if is_weight else MATMUL_F32X3
+            program = [s if v is None or s == "residual" else (s, v) for s, v in steps]
+            kwargs = {"epilogue": program} if steps else {}
+            residual = [v for s, v in steps if s == "residual"]
+            if residual:
+                kwargs["residual"] = m(residual[0])
             what = ("the linear layer" if is_weight else "the matmul") + " at fp32 accuracy " \
                 "on the tensor cores (3xTF32)" + (", bias" if bias is not None else "") + \
-                (f" and {act} fused" if act else "")
-            return [call(g, fn, (m(a), m(b), m(bias) if bias is not None else None, act), {},
-                         what, "gemm")]
+                (" and its epilogue fused" if steps else "")
+            return [call(g, fn, (m(a), m(b), m(bias) if bias is not None else None),
+                         kwargs, what, "gemm")]
 
-        what = ("linear" if is_weight else "matmul") + \
-            (" + bias" if bias is not None else "") + (f" + {act}" if act else "")
+        what = ("linear" if is_weight else "matmul") + (" + bias" if bias is not None else "")
+        what += "".join(f" + {s}" for s, _ in steps)
+        fn = LINEAR_F32X3 if is_weight else MATMUL_F32X3
         found.append(Match(KIND, nodes, [last], build,
-                           f"fp32 {what} → {(LINEAR_F32X3 if is_weight else MATMUL_F32X3).name}"
-                           " (3xTF32 tensor cores)",
+                           f"fp32 {what} → {fn.name} (3xTF32 tensor cores)",
                            ("library_kernel", "fusion") if len(nodes) > 1 else ("library_kernel",),
-                           set(), (LINEAR_F32X3 if is_weight else MATMUL_F32X3,)))
+                           set(), (fn,)))
     return found
 
 
