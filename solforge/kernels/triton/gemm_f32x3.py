@@ -56,7 +56,7 @@ _ACTS = {None: (), **{k: ((k, 0.0),) for k in ACTIVATIONS if k}, "relu": (("relu
 
 
 @triton.jit
-def _step(x, OP: tl.constexpr, c, r_ptrs, r_mask):
+def _step(x, OP: tl.constexpr, c, r_base, r_off, r_mask):
     """One epilogue step on the fp32 tile ``x`` (``STEPS``' codes)."""
     if OP == 1 or OP == 2 or OP == 3:
         x = apply_activation(x, OP)  # _common's codes: gelu, gelu_tanh, silu
@@ -81,7 +81,7 @@ def _step(x, OP: tl.constexpr, c, r_ptrs, r_mask):
     elif OP == 13:
         x = tl.minimum(x, c)
     elif OP == 14:
-        x = x + tl.load(r_ptrs, mask=r_mask, other=0.0).to(tl.float32)
+        x = x + tl.load(r_base + r_off, mask=r_mask, other=0.0).to(tl.float32)
     return x
 
 
@@ -142,12 +142,15 @@ def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K,
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
         acc += bias[None, :].to(tl.float32)
-    r_ptrs = (r_ptr + batch * s_rb + rows[:, None].to(tl.int64) * s_rm
-              + cols[None, :].to(tl.int64) * s_rn)
-    acc = _step(acc, OP1, c1, r_ptrs, out_mask)
-    acc = _step(acc, OP2, c2, r_ptrs, out_mask)
-    acc = _step(acc, OP3, c3, r_ptrs, out_mask)
-    acc = _step(acc, OP4, c4, r_ptrs, out_mask)
+    # the residual's tile: one base pointer per tile, 32-bit offsets within it (64-bit
+    # pointers for every element of the tile spilled 352 bytes a thread on sm_90)
+    r_base = r_ptr + batch * s_rb + (tile_m * BLOCK_M).to(tl.int64) * s_rm \
+        + (tile_n * BLOCK_N).to(tl.int64) * s_rn
+    r_off = tl.arange(0, BLOCK_M)[:, None] * s_rm + tl.arange(0, BLOCK_N)[None, :] * s_rn
+    acc = _step(acc, OP1, c1, r_base, r_off, out_mask)
+    acc = _step(acc, OP2, c2, r_base, r_off, out_mask)
+    acc = _step(acc, OP3, c3, r_base, r_off, out_mask)
+    acc = _step(acc, OP4, c4, r_base, r_off, out_mask)
     c_ptrs = (c_ptr + batch * s_cb + rows[:, None].to(tl.int64) * s_cm
               + cols[None, :].to(tl.int64) * s_cn)
     tl.store(c_ptrs, acc, mask=out_mask)
@@ -227,6 +230,8 @@ def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = N
         if k == 0:  # no tile to run the epilogue in
             return _reference_epilogue(torch.zeros_like(c) + (bias if bias is not None else 0),
                                        program, r3).view(*lead, n)
+        if r3 is not None and 256 * max(r3.stride()[1:]) >= 2**31:
+            r3 = r3.contiguous()  # the kernel's offsets within a tile are 32-bit
         r = r3 if r3 is not None else c
         grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),
                              batches)
