@@ -47,6 +47,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import torch.fx as fx
 
 from solforge.search.candidates import LEVERS, Candidate, SearchContext
@@ -381,6 +382,10 @@ def _variant_candidates(ctx: SearchContext, base: str | None):
     (``<base>+<kind>``, derived from the base candidate), or alone where none is left."""
     if not ctx.gpu or not ctx.variant_matches:
         return
+    if (cc := _capability(ctx.device)) is not None and cc < (8, 0):
+        ctx.rewrite_errors.append(f"{ctx.variant_matches[0].kind}: this GPU (sm_{cc[0]}{cc[1]}) "
+                                  "has no TF32 tensor cores for 3xTF32")
+        return
     others = list(ctx.matches) if base else []
     variants = []
     for v in ctx.variant_matches:
@@ -403,6 +408,16 @@ def _variant_candidates(ctx: SearchContext, base: str | None):
                                      "in the GEMM's epilogue.")
     if c is not None:
         yield c
+
+
+def _capability(device: str) -> tuple[int, int] | None:
+    """The CUDA device's compute capability where this process sees it, else None (a
+    candidate generated for a GPU elsewhere is left to that GPU's evaluation)."""
+    try:
+        return tuple(torch.cuda.get_device_capability(device)) \
+            if torch.cuda.is_available() else None
+    except (RuntimeError, AssertionError, ValueError):
+        return None
 
 
 def _base_candidates(ctx: SearchContext):

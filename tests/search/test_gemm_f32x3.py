@@ -405,3 +405,17 @@ def test_the_pattern_and_the_kernel_agree_on_the_step_limit():
     from solforge.search.patterns import gemm_f32x3 as pattern
 
     assert pattern.MAX_STEPS == kernel.MAX_STEPS
+
+
+def test_a_gpu_without_tf32_tensor_cores_gets_no_3xtf32_candidate(tmp_path, monkeypatch):
+    """A Turing or Volta card (no TF32): the candidate would not compile there; the search
+    logs why there is none (``rewrite_failed``). The capability is the one thing faked:
+    this machine has no GPU."""
+    from solforge.search import families
+
+    ctx = search_context(load_problem(_big_mlp(tmp_path)), "cuda")
+    monkeypatch.setattr(families, "_capability", lambda device: (7, 5))
+    names = [c.name for c in generate_candidates(ctx)[0]]
+    assert "library" in names and not [n for n in names if "f32x3" in n]
+    assert ctx.rewrite_errors == ["f32x3_gemm: this GPU (sm_75) has no TF32 tensor cores "
+                                  "for 3xTF32"]
