@@ -78,6 +78,22 @@ def gpu_available() -> bool:
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
 
 
+def run_outside_interpreter(script: Path, timeout: int = 300) -> None:
+    """Run ``script`` in a subprocess without TRITON_INTERPRET (the interpreter tests set
+    it for this whole process, and the kernels read it at import) and fail with its output
+    unless it exits 0: the GPU tests of the Triton kernels."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9 warns when unset
+    proc = subprocess.run([sys.executable, str(script)], env=env, cwd=root,
+                          capture_output=True, text=True, check=False, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
 def pytest_runtest_logreport(report):
     """With SOLFORGE_TEST_FAILURES=FILE, append each failure to FILE the moment it happens.
 

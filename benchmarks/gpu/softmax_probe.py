@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from solforge.kernels.triton import row_softmax  # noqa: E402
+from solforge.kernels.triton import cooperative, row_softmax  # noqa: E402
 
 
 def time_ms(fn, x, warmup: int = 3, reps: int = 10) -> float:
@@ -115,7 +115,7 @@ def main() -> int:
               "sms": torch.cuda.get_device_properties(0).multi_processor_count,
               "coop": {"chunk": row_softmax._COOP_CHUNK, "warps": row_softmax._COOP_WARPS,
                        "prefetch": row_softmax._COOP_PREFETCH,
-                       "per_sm": row_softmax._COOP_PER_SM},
+                       "per_sm": cooperative.PER_SM},
               "cases": []}
     for rows in args.rows:
         case = run_case(rows, args.cols, compiled)

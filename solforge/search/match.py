@@ -22,7 +22,8 @@ its own through :func:`register_pattern`, the same table.
 Not covered: patterns spread over several graphs (a model split into modules fx keeps as
 leaves is matched only where the leaf is itself a pattern: ``nn.LayerNorm``, ``nn.SiLU``,
 ``nn.GELU``, ``nn.Linear``, ``nn.Softmax``, ``nn.CrossEntropyLoss``,
-``nn.MultiheadAttention``, ``nn.ReLU``, ``nn.BatchNorm1d/2d/3d``); algebraic rewrites
+``nn.MultiheadAttention``, ``nn.ReLU``, ``nn.BatchNorm1d/2d/3d``, ``nn.GroupNorm``,
+``nn.InstanceNorm1d/2d/3d``); algebraic rewrites
 (``1 / sqrt`` for ``rsqrt``, a scale folded into q); anything the example values cannot
 tell (values of masks are checked by their construction, never by their contents, when
 matching; the one check of contents, whether a buffer mask is causal, runs in the
@@ -105,6 +106,8 @@ _PATTERNS: dict[str, str | Pattern] = {
     "rope": "solforge.search.patterns.rope:ROPE_PATTERN",
     "glu": "solforge.search.patterns.pointwise:GLU_PATTERN",
     "layer_norm": "solforge.search.patterns.norms:LAYER_NORM_PATTERN",
+    "group_norm": "solforge.search.patterns.row_norms:GROUP_NORM_PATTERN",
+    "row_norm": "solforge.search.patterns.row_norms:ROW_NORM_PATTERN",
     "batch_norm": "solforge.search.patterns.batchnorm:BATCH_NORM_PATTERN",
     "softmax_topk": "solforge.search.patterns.reductions:SOFTMAX_TOPK_PATTERN",
     "softmax": "solforge.search.patterns.pointwise:SOFTMAX_PATTERN",
@@ -151,6 +154,8 @@ _FUNCTIONS: dict[Any, str] = {
     torch.masked_fill: "masked_fill", operator.eq: "eq", torch.eq: "eq",
     operator.invert: "not", torch.logical_not: "not", torch.bitwise_not: "not",
     F.dropout: "dropout", F.relu: "relu", torch.relu: "relu",
+    F.group_norm: "group_norm", F.instance_norm: "instance_norm", torch.norm: "norm",
+    torch.linalg.vector_norm: "vector_norm",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -163,7 +168,7 @@ _METHODS = {
     "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
     "argmin": "argmin",
     "masked_fill": "masked_fill", "eq": "eq", "logical_not": "not", "bitwise_not": "not",
-    "relu": "relu",
+    "relu": "relu", "norm": "norm",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",
@@ -171,7 +176,10 @@ _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "la
                              nn.Dropout: "dropout", nn.ReLU: "relu",
                              nn.BatchNorm1d: "batch_norm", nn.BatchNorm2d: "batch_norm",
                              nn.BatchNorm3d: "batch_norm",
-                             nn.MultiheadAttention: "multihead_attention"}
+                             nn.MultiheadAttention: "multihead_attention",
+                             nn.GroupNorm: "group_norm", nn.InstanceNorm1d: "instance_norm",
+                             nn.InstanceNorm2d: "instance_norm",
+                             nn.InstanceNorm3d: "instance_norm"}
 
 
 def op(a: Any) -> str | None:
@@ -377,7 +385,8 @@ def _erase_dead(graph: fx.Graph) -> None:
         if n.op in ("placeholder", "output") or n.users:
             continue
         name = str(n.target) if n.op != "call_function" else getattr(n.target, "__name__", "")
-        if name.endswith("_") or "out" in n.kwargs:
+        # (an ``out=None``, as ``torch.norm`` traces, writes nothing)
+        if name.endswith("_") or n.kwargs.get("out") is not None:
             continue
         graph.erase_node(n)
 

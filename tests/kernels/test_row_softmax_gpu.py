@@ -9,17 +9,13 @@ this whole process, and the kernels read it at import. Run directly
 """
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import requires_gpu
+from tests.conftest import requires_gpu, run_outside_interpreter
 
 pytestmark = [requires_gpu, pytest.mark.gpu]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def check_all():
@@ -46,12 +42,7 @@ def check_all():
 
 
 def test_cooperative_softmax_on_gpu():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9 warns when unset
-    proc = subprocess.run([sys.executable, __file__], env=env, cwd=ROOT, capture_output=True,
-                          text=True, check=False, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_outside_interpreter(Path(__file__))
 
 
 if __name__ == "__main__":

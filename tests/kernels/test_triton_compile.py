@@ -19,7 +19,7 @@ BF16, FP32, FP16, FP8, I8, I32, I64 = (
     "*bf16", "*fp32", "*fp16", "*fp8e4nv", "*i8", "*i32", "*i64")
 
 
-def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4):
+def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4, maxnreg=None):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -30,7 +30,8 @@ def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4):
            or ("fp32" if name in floats else "i32") for name in fn.arg_names}
     constexprs = {(fn.arg_names.index(k),): v for k, v in consts.items()}
     compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs),
-                              target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": num_warps, "maxnreg": maxnreg})
     assert compiled.asm["cubin"]
     print(f"sm_90 ok: {fn.__name__} {consts}", flush=True)
     return compiled
@@ -52,6 +53,7 @@ def compile_all():
         router,
         row_argmax,
         row_cross_entropy,
+        row_norm,
         row_softmax,
     )
 
@@ -79,6 +81,25 @@ def compile_all():
     _compile(row_softmax._softmax_coop_kernel, dict(coop, x_ptr=BF16, y_ptr=BF16),
              dict(CHUNK=16384, BLOCK_S=32, FALLBACK_TILE=1024, LOG=False, PHASE=0),
              num_warps=8)
+    # the normalisations by row statistics: LayerNorm's per-column weight, GroupNorm's per
+    # channel (per piece and per element), the two divisions; one launch and two; capped at
+    # the registers two programs a SM allow, as norm_rows launches them
+    norm = dict(x_ptr=FP32, y_ptr=FP32, w_ptr=FP32, b_ptr=FP32, s1_ptr=FP32, s2_ptr=FP32,
+                cnt_ptr=I32)
+    for stat, affine, piece_channel, phase in ((0, 1, False, 0), (0, 2, True, 0),
+                                               (0, 2, False, 0), (1, 0, False, 0),
+                                               (2, 0, False, 0), (0, 1, False, 1),
+                                               (0, 1, False, 2)):
+        _compile(row_norm._norm_kernel, norm,
+                 dict(CHUNK=16384, BLOCK_S=256, FALLBACK_TILE=1024, STAT=stat, AFFINE=affine,
+                      HAS_WEIGHT=affine > 0, HAS_BIAS=affine > 0,
+                      PIECE_CHANNEL=piece_channel, STREAM="evict_first", KEEP="evict_last",
+                      PHASE=phase),
+                 num_warps=8, maxnreg=row_norm._COOP_MAXNREG)
+    _compile(row_norm._norm_kernel, dict(norm, x_ptr=BF16, y_ptr=BF16, w_ptr=BF16, b_ptr=BF16),
+             dict(CHUNK=4096, BLOCK_S=1, FALLBACK_TILE=1024, STAT=2, AFFINE=0,
+                  HAS_WEIGHT=False, HAS_BIAS=False, PIECE_CHANNEL=True, STREAM="", KEEP="",
+                  PHASE=3), num_warps=4)
     _compile(layernorm_split._stats_kernel.fn, dict(x_ptr=FP32, mean_ptr=FP32, m2_ptr=FP32),
              dict(BLOCK_N=4096), num_warps=8)
     for affine in (True, False):

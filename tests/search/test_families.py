@@ -51,6 +51,12 @@ CASES = [
     ("rmsnorm_llama3", "compile", "visible"),
     ("linear_fp32_vit_mlp", "tf32", "visible"),
     ("conv_groupnorm_silu_sd_unet", "channels_last", "all"),
+    # GroupNorm (fp16, per-channel weights; fp32 with a group a channel, then GELU; before
+    # linear maps) and embeddings over their L2 norm (fp16)
+    ("conv_groupnorm_silu_sd_unet", "library", "visible"),
+    ("feature_conv_wav2vec2", "library", "all"),
+    ("vae_mid_attention_sd", "library", "visible"),
+    ("contrastive_logits_clip", "library", "all"),
 ]
 
 
@@ -175,6 +181,12 @@ def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     ("kb_layernorm_small.py", "layer_norm", "normalized_shape=self.ln.normalized_shape"),
     ("kb_cross_entropy_small.py", "cross_entropy", "cross_entropy(predictions, targets"),
     ("kb_argmax_dim1_small.py", "argmax", "argmax_dim(x, self.dim)"),
+    # 35, 34, 38 and 39 at CPU sizes: GroupNorm, InstanceNorm2d, L1 and L2 over rows
+    # (rows past the interpreter's piece: the cooperative cut, in two launches)
+    ("kb_groupnorm_small.py", "group_norm", "group_norm(x, self.gn.num_groups"),
+    ("kb_instancenorm_small.py", "instance_norm", "instance_norm(x, None, None"),
+    ("kb_l1norm_small.py", "row_norm", "div_by_row_norm(x, 'mean_abs')"),
+    ("kb_l2norm_small.py", "row_norm", "div_by_row_norm(x, 'l2')"),
 ])
 def test_plain_kernelbench_files_get_the_library_kernel_and_pass(ev, tmp_path, name, kind,
                                                                    call):

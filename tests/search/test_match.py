@@ -31,7 +31,7 @@ EXPECTED = {
     "gelu_tanh_gemma2": ["bias_act"],
     "silu_llama3": ["bias_act"],
     "causal_conv1d_silu_mamba": ["bias_act"],
-    "conv_groupnorm_silu_sd_unet": ["bias_act"],
+    "conv_groupnorm_silu_sd_unet": ["group_norm", "bias_act"],
     "whisper_conv_frontend": ["bias_act", "bias_act"],
     "rope_llama3": ["rope"],
     "qkv_bias_rope_qwen25": ["rope"],
@@ -65,7 +65,7 @@ EXPECTED |= {
     "convnext_block": ["layer_norm", "bias_act"],
     "decomposed_relpos_attention_sam": ["softmax"],
     "embeddings_layernorm_bert": ["layer_norm"],
-    "feature_conv_wav2vec2": ["bias_act"],
+    "feature_conv_wav2vec2": ["group_norm", "bias_act"],
     "fused_gate_up_mlp_phi3": ["swiglu"],
     "gated_rmsnorm_mamba2": ["swiglu"],
     "geglu_ff_sd_unet": ["bias_act"],
@@ -97,6 +97,9 @@ EXPECTED |= {
     "sppf_yolov8": ["bias_act", "bias_act"],
     "timestep_embedder_dit": ["bias_act"],
     "window_attention_swin": ["softmax"],
+    "contrastive_logits_clip": ["row_norm", "row_norm"],  # embeddings / their L2 norm
+    "sigmoid_loss_siglip": ["row_norm", "row_norm"],
+    "vae_mid_attention_sd": ["group_norm"],  # (its fp32 output feeds linear maps, no conv)
 }
 # backward problems: the weight and bias gradients are sums over the tokens (dim 0)
 EXPECTED |= {

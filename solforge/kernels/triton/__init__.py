@@ -21,10 +21,12 @@ from solforge.kernels.triton.fp8 import (
 )
 from solforge.kernels.triton.gemm_f32x3 import linear_f32x3, matmul_f32x3
 from solforge.kernels.triton.glu import geglu, swiglu
+from solforge.kernels.triton.groupnorm import group_norm, instance_norm
 from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm
 from solforge.kernels.triton.reduce_dim import sum_dim
 from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
+from solforge.kernels.triton.row_norm import div_by_row_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
 from solforge.kernels.triton.router import softmax_topk
 from solforge.kernels.triton.row_argmax import argmax, argmin
@@ -39,11 +41,14 @@ __all__ = [
     "batch_norm_act",
     "bias_act",
     "cross_entropy",
+    "div_by_row_norm",
     "fp8_dequant",
     "fp8_quant_per_block",
     "fp8_quant_per_group",
     "fp8_quant_per_tensor",
     "geglu",
+    "group_norm",
+    "instance_norm",
     "int8_quant_per_token",
     "layer_norm",
     "linear_f32x3",

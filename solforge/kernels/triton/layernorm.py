@@ -5,9 +5,12 @@ in fp32, rounded once to ``x``'s dtype. A row is the ``normalized_shape`` traili
 (the last dim by default), flattened.
 
 Rows that fill the GPU and fit one program's registers (up to 65536 elements) take one
-program each, one pass over registers. Longer rows, and rows too few to fill the GPU
-(``_common.row_splits``: KernelBench's 16 rows of 4M elements), are split over several
-programs in two launches (``layernorm_split``).
+program each, one pass over registers. Longer rows take the one-read cooperative path
+(``row_norm``, ``cooperative``) when their pieces fill the GPU (``row_norm.plan`` with
+one-pass rows kept here: KernelBench's 16 rows of 4M elements are 256 pieces of 16384 a
+row, one row in flight on 132 SMs); the rest, and rows too few to fill the GPU
+(``_common.row_splits``), are split over several programs in two launches
+(``layernorm_split``), reading the input twice.
 
 Not covered: returning mean/rstd for a backward; a weight or bias in a dtype other than
 ``x``'s (the search pattern refuses them; here they are read and promoted to fp32).
@@ -22,8 +25,15 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton import layernorm_split
-from solforge.kernels.triton._common import autotune_configs, cast_rne, row_block, row_splits
+from solforge.kernels.triton import layernorm_split, row_norm
+from solforge.kernels.triton._common import (
+    INTERPRET,
+    autotune_configs,
+    cast_rne,
+    row_block,
+    row_splits,
+    sm_count,
+)
 
 _CONFIGS = autotune_configs(
     [triton.Config({}, num_warps=w) for w in (2, 4, 8, 16)],
@@ -54,13 +64,19 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, eps, stride_x, stride_y,
 
 # the one-pass kernel keeps a row in registers up to this length
 ONE_PASS_MAX = 65536
+# rows up to this length never take the cooperative path: on a GPU those the one-pass
+# kernel holds; under the interpreter a short length, so CPU tests reach the cooperative
+# cut with small shapes while the shapes up to 512 keep exercising today's paths
+COOP_MIN = 512 if INTERPRET else ONE_PASS_MAX
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, eps: float = 1e-5,
-               normalized_shape: Sequence[int] | None = None) -> torch.Tensor:
+               normalized_shape: Sequence[int] | None = None, *,
+               cooperative: bool = True) -> torch.Tensor:
     """``F.layer_norm(x, normalized_shape, weight, bias, eps)``, over the last dim when
-    ``normalized_shape`` is None; output in ``x``'s dtype."""
+    ``normalized_shape`` is None; output in ``x``'s dtype. ``cooperative=False`` keeps
+    long rows off the one-read path, for comparison with the two-launch one."""
     ns = (x.shape[-1],) if normalized_shape is None else tuple(int(d) for d in normalized_shape)
     if not ns or x.dim() < len(ns) or tuple(x.shape[x.dim() - len(ns):]) != ns:
         raise ValueError(f"layer_norm over {ns} of an input of shape {tuple(x.shape)}: the "
@@ -78,6 +94,12 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None,
         return y.view(x.shape)
     w = weight.contiguous().view(n) if weight is not None else None
     b = bias.contiguous().view(n) if bias is not None else None
+    plan = row_norm.plan(r, n, sm_count(str(x.device)), INTERPRET or x.device.type != "cuda",
+                         max_tile=COOP_MIN)
+    if cooperative and plan.kind in ("coop", "pieces"):
+        row_norm.norm_rows(rows, y, row_norm.MEAN_VAR, eps, w, b, row_norm.PER_COLUMN,
+                           row_plan=plan)
+        return y.view(x.shape)
     pieces, chunk = row_splits(r, n, x.device, layernorm_split.TILE)
     if pieces > 1 or n > ONE_PASS_MAX:
         if pieces == 1:  # long rows, enough of them: one piece a row, whole tiles

@@ -5,18 +5,17 @@ Rows that fit one tile (up to 8192 elements on a GPU) are read once and kept in 
 Longer rows (vocabularies, KernelBench's 4096 x 393216) take one of three paths, chosen by
 ``plan_rows`` (a pure function of rows, row length, SM count and the interpreter flag):
 
-- ``coop``: many long rows on a GPU. One persistent launch of P x G programs, all of which
-  fit on the device at once: each row is cut into P pieces of ``_COOP_CHUNK`` elements
-  and G rows are in flight. Program (piece, lane) holds its piece of row lane, lane + G,
-  ... in registers, writes the piece's max and sum of exp, signals the row's counter,
-  spins until all P pieces of the row have signalled, combines the P partials into the
-  row's max and sum, and writes its piece normalised from its registers: one read and one
-  write of DRAM, where the two-pass path reads twice (KernelBench's 23_Softmax on an H100:
-  4.9 ms, two-pass 6.5, eager PyTorch 8.4, one read and one write at 3.35 TB/s 3.85).
-- ``pieces``: the same kernel in two launches (partials, then combine and write, reading the
-  input again), for the interpreter, which runs programs one after another and so could
-  not run the spin-wait: CPU tests cover the pieces' math and the dispatch there. A GPU
-  where not even one row's P programs can be resident at once takes it too.
+- ``coop``: many long rows on a GPU: the one-read cooperative path
+  (``cooperative``'s docstring). Each row is cut into P pieces of ``_COOP_CHUNK``; program
+  (piece, lane) holds its piece in registers, writes the piece's max and sum of exp, waits
+  for the row's other pieces, combines the P partials into the row's max and sum, and
+  writes its piece normalised from its registers: one read and one write of DRAM, where
+  the two-pass path reads twice (KernelBench's 23_Softmax on an H100: 4.9 ms, two-pass
+  6.5, eager PyTorch 8.4, one read and one write at 3.35 TB/s 3.85).
+- ``pieces``: the same kernel in two launches (partials, then combine and write, reading
+  the input again), for the interpreter, which runs programs one after another and so
+  could not run the spin-wait: CPU tests cover the pieces' math and the dispatch there. A
+  GPU where not even one row's P programs can be resident at once takes it too.
 - ``rows``: everything else: each row over several programs when there are too few long
   rows to fill the GPU (batch-1 to batch-64 sampling over a 128k vocabulary;
   ``_common.row_splits``: the first launch writes each piece's max and sum, the second
@@ -25,31 +24,15 @@ Longer rows (vocabularies, KernelBench's 4096 x 393216) take one of three paths,
 
 A tile or piece that is all -inf (masked logits) adds nothing to the sum; a row that is
 all -inf comes out NaN, as PyTorch's does. Log-softmax is the same passes with
-``x - max - log(sum)`` written (``LOG``).
-
-The ``coop`` spin-wait: the grid is sized from the compiled kernel's registers and shared
-memory so that every program is resident at once (at most ``_COOP_PER_SM`` a SM; one a SM
-when the figures cannot be read, which any kernel that launches fits), so no program
-waits on one that cannot start. Correctness does not rest on that: a wait is bounded
-(``_MAX_SPINS`` polls, tens of milliseconds), and a program that gives up raises a flag
-that ends the others' waits too, then reads its row whole (the two-pass way) and writes
-its piece. So when the programs are not all resident (another stream's kernel or another
-MPS client holding SMs, two of these launches at once on two streams) a launch is slowed,
-never hung, and its output is still right; a row finished that way can differ in the last
-bit between pieces. A grid of 3 or 4 programs a SM where 2 fit still finished without a
-give-up on an H100: the block scheduler starts programs in grid order, so a lane's P
-programs start together; that order is observed, not promised.
+``x - max - log(sum)`` written (``LOG``). A program that gave up waiting for its row's
+other pieces (``cooperative``) reads the row whole, the two-pass way, and writes its piece.
 
 Not covered: a dim other than the last; masks or scaling fused in (apply them to the
 input); the ``coop`` path under the interpreter (the tests run its kernel directly there,
-where every piece but a row's last gives up waiting after 2 polls and takes the fallback;
-the flag read every 256 polls is left to GPU runs); backing off while polling (a waiting
-program keeps reading its counter in L2).
+where every piece but a row's last gives up waiting after 2 polls and takes the fallback).
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import torch
 import triton
@@ -64,6 +47,16 @@ from solforge.kernels.triton._common import (
     row_splits,
     sm_count,
 )
+from solforge.kernels.triton.cooperative import (
+    FALLBACK_TILE,
+    MAX_SPINS,
+    PER_SM,
+    RowPlan,
+    arrive_and_wait,
+    counters,
+    launch,
+)
+from solforge.kernels.triton.cooperative import plan_rows as _plan_rows
 
 # The interpreter's tile is small so CPU runs exercise the multi-tile path too.
 _MAX_TILE = 128 if INTERPRET else 8192
@@ -195,13 +188,6 @@ _COOP_WARPS = 4 if INTERPRET else 8
 # interpreter, compiled for sm_90, not yet timed on a GPU (benchmarks/gpu/softmax_probe.py
 # --prefetch): off until it is.
 _COOP_PREFETCH = False
-# resident programs a SM at most (fewer when the registers do not allow it)
-_COOP_PER_SM = 2
-# the tile of a program that gave up waiting and reads its whole row
-_FALLBACK_TILE = 128 if INTERPRET else 1024
-# polls of a row's counter before a program gives up waiting for it (one L2 round trip
-# each, about 0.5 us: some 30 ms; a normal wait is microseconds)
-_MAX_SPINS = 1 << 16
 
 
 @triton.jit
@@ -215,23 +201,12 @@ def _piece_partials(x, m_ptr, l_ptr, at):
 @triton.jit
 def _wait_and_combine(x_ptr, m_ptr, l_ptr, cnt_ptr, row, R, N, stride_x, P, max_spins,
                       BLOCK_S: tl.constexpr, FALLBACK_TILE: tl.constexpr):
-    """Signal this piece's partials of ``row``, wait for the row's other pieces, and return
-    the row's (max, sum). A wait of ``max_spins`` polls, or ``cnt_ptr[R]`` set (another
-    program gave up), ends it early: then the row is read whole, here."""
-    # every thread's stores of the partials are done before the release of the arrival
-    tl.debug_barrier()
-    arrived = tl.atomic_add(cnt_ptr + row, 1, sem="acq_rel") + 1
-    spins = tl.full((), 0, tl.int32)
-    while (arrived < P) & (spins < max_spins):
-        arrived = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-        spins += 1
-        if spins % 256 == 0:  # the flag now and then: each read is a trip to L2
-            if tl.atomic_add(cnt_ptr + R, 0, sem="relaxed") != 0:
-                spins = max_spins
-    if arrived >= P:
+    """Signal this piece's partials of ``row``, wait for the row's other pieces
+    (``cooperative.arrive_and_wait``) and return the row's (max, sum); a program that gave
+    up waiting reads the row whole, here."""
+    if arrive_and_wait(cnt_ptr, row, R, P, max_spins):
         m, total = _combine(m_ptr, l_ptr, row * P, P, BLOCK_S)
     else:
-        tl.atomic_xchg(cnt_ptr + R, 1, sem="relaxed")
         m = tl.full((), float("-inf"), tl.float32)
         total = tl.full((), 0.0, tl.float32)
         tile = tl.arange(0, FALLBACK_TILE)
@@ -292,36 +267,16 @@ def _softmax_coop_kernel(x_ptr, y_ptr, m_ptr, l_ptr, cnt_ptr, R, N, stride_x, st
                          mask=mask)
 
 
-class RowPlan(NamedTuple):
-    """How ``softmax`` covers rows of ``n``: ``kind`` is ``"tile"`` (one tile a row),
-    ``"coop"``, ``"pieces"`` or ``"rows"`` (module docstring); ``pieces`` and ``lanes``
-    are the cooperative grid's P and G (1 and 0 for the other kinds)."""
-
-    kind: str
-    pieces: int = 1
-    lanes: int = 0
-
-
 def plan_rows(rows: int, n: int, sms: int, interpret: bool = INTERPRET,
               per_sm: int | None = None, chunk: int | None = None,
               max_tile: int = _MAX_TILE) -> RowPlan:
-    """The path for ``rows`` rows of ``n`` on a device of ``sms`` SMs, ``per_sm`` programs
-    of the cooperative kernel resident on each (default ``_COOP_PER_SM``), pieces of
-    ``chunk`` (default ``_COOP_CHUNK``): cooperative when a row is two pieces or more and
-    its P pieces times the rows fill every slot (P x G programs, G = the slots over P, at
-    most the rows: at least half the slots are used); under the interpreter
-    (``interpret``) the same cut in two launches. Fewer rows, or rows of more pieces than
-    slots, take the ``rows`` paths, and so do rows of one piece: the two-pass path's second
-    read of so short a row mostly hits L2 (4096 x 12000 on an H100: 0.16 ms, against 0.20
-    ms cooperative in pieces of 8192)."""
-    if n <= max_tile:
-        return RowPlan("tile")
-    pieces = -(-n // (chunk or _COOP_CHUNK))
-    slots = (per_sm or _COOP_PER_SM) * sms
-    lanes = min(rows, slots // pieces)
-    if pieces < 2 or rows * pieces < slots or not lanes:
-        return RowPlan("rows")
-    return RowPlan("pieces" if interpret else "coop", pieces, lanes)
+    """``cooperative.plan_rows`` with the softmax's figures: one tile up to ``max_tile``,
+    pieces of ``chunk`` (default ``_COOP_CHUNK``), ``per_sm`` programs a SM (default
+    ``cooperative.PER_SM``). Rows of one piece take the ``rows`` paths: the two-pass
+    path's second read of so short a row mostly hits L2 (4096 x 12000 on an H100: 0.16 ms,
+    against 0.20 ms cooperative in pieces of 8192)."""
+    return _plan_rows(rows, n, sms, interpret, per_sm or PER_SM, chunk or _COOP_CHUNK,
+                      max_tile)
 
 
 def softmax(x: torch.Tensor, out_dtype: torch.dtype | None = None, *,
@@ -377,55 +332,18 @@ def _rows(x: torch.Tensor, out_dtype: torch.dtype | None, log: bool,
 
 
 def _cooperative(rows: torch.Tensor, y: torch.Tensor, plan: RowPlan, log: bool,
-                 max_spins: int = _MAX_SPINS) -> torch.Tensor:
-    """``plan``'s launches of ``_softmax_coop_kernel``: one (``coop``), its lanes cut to
-    what the compiled kernel can keep resident, or two (``pieces``, and ``coop`` when even
-    one lane of P programs would not be resident at once). Returns the rows' arrival
-    counters and, last, the gave-up flag (tests check that no program gave up)."""
+                 max_spins: int = MAX_SPINS) -> torch.Tensor:
+    """``plan``'s launches of ``_softmax_coop_kernel`` (``cooperative.launch``). Returns
+    the rows' arrival counters and, last, the gave-up flag (tests check that no program
+    gave up)."""
     r, n = rows.shape
     p = plan.pieces
     m = torch.empty((r, p), dtype=torch.float32, device=rows.device)
     total = torch.empty_like(m)
-    cnt = torch.zeros(r + 1, dtype=torch.int32, device=rows.device)  # + the gave-up flag
+    cnt = counters(r, rows.device)
     args = (rows, y, m, total, cnt, r, n, rows.stride(0), y.stride(0), p, max_spins)
     consts = dict(CHUNK=_COOP_CHUNK, BLOCK_S=triton.next_power_of_2(p),
-                  FALLBACK_TILE=_FALLBACK_TILE, LOG=log, num_warps=_COOP_WARPS,
+                  FALLBACK_TILE=FALLBACK_TILE, LOG=log, num_warps=_COOP_WARPS,
                   PREFETCH=_COOP_PREFETCH)
-    lanes = plan.lanes
-    if plan.kind == "coop" and rows.is_cuda and not INTERPRET:  # (tests run it interpreted)
-        key = (str(rows.device), rows.dtype, y.dtype, tuple(consts.items()))
-        if key not in _RESIDENT:
-            _RESIDENT[key] = _resident_per_sm(
-                _softmax_coop_kernel.warmup(*args, PHASE=0, grid=(1,), **consts),
-                rows.device)
-        lanes = min(lanes, _RESIDENT[key] * sm_count(str(rows.device)) // p)
-    if plan.kind == "pieces" or not lanes:
-        for phase in (1, 2):
-            _softmax_coop_kernel[(p, plan.lanes)](*args, PHASE=phase, **consts)
-    else:
-        _softmax_coop_kernel[(p, lanes)](*args, PHASE=0, **consts)
+    launch(_softmax_coop_kernel, args, consts, plan, rows.device)
     return cnt
-
-
-# _resident_per_sm's answers by device, dtypes and constants (each asks for a warm-up)
-_RESIDENT: dict[tuple, int] = {}
-
-
-def _resident_per_sm(compiled, device: torch.device) -> int:
-    """How many programs of ``compiled`` a SM holds at once, at most ``_COOP_PER_SM``: by
-    its registers (allocated 256 a warp), threads and shared memory; 1 when the compiled
-    kernel's figures cannot be read (a kernel that launches at all fits a SM alone)."""
-    try:
-        compiled._init_handles()  # loads the module: n_regs is read there
-        regs, shared = compiled.n_regs, compiled.metadata.shared
-        warps = compiled.metadata.num_warps
-    except Exception:  # noqa: BLE001 - Triton internals; the safe answer is 1
-        return 1
-    props = torch.cuda.get_device_properties(device)
-    reg_file = getattr(props, "regs_per_multiprocessor", 65536)
-    smem = getattr(props, "shared_memory_per_multiprocessor", 228 * 1024)
-    warp_regs = -(-max(regs, 1) * 32 // 256) * 256
-    fits = min(reg_file // warp_regs // warps,
-               props.max_threads_per_multi_processor // (32 * warps),
-               smem // (shared + 1024))  # the driver reserves 1 KiB a block
-    return max(1, min(_COOP_PER_SM, fits))

@@ -43,8 +43,17 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
 - ``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over the last dim or several
   trailing dims (KernelBench's ``nn.LayerNorm((64, 256, 256))``), weight and bias of that
   shape in the input's dtype, or none → the library's layer_norm (one pass a row; long
-  rows, or too few to fill the GPU, split over programs: Welford pieces, then merge and
-  normalise).
+  rows that fill the GPU read once by a cooperative launch; the rest, or too few rows to
+  fill it, split over programs: Welford pieces, then merge and normalise).
+- ``group_norm``: ``nn.GroupNorm`` / ``F.group_norm``, and ``nn.InstanceNorm1d/2d/3d``
+  without running statistics / ``F.instance_norm`` with none (KernelBench's 35 and 34),
+  parameters of the input's dtype, → the library's group_norm / instance_norm (a group or
+  a plane is a row: read once by a cooperative launch when long rows fill the GPU); an
+  fp32 result that reaches a convolution is left to PyTorch, as for batch norm.
+- ``row_norm``: ``x / x.abs().mean(-1, keepdim=True)`` and ``x / x.norm(p=2, dim=-1,
+  keepdim=True)`` (``torch.norm``, ``torch.linalg.vector_norm``; KernelBench's 38 and 39)
+  → the library's div_by_row_norm (one read of each row; the statistic rounded to the
+  input's dtype as PyTorch rounds it).
 - ``batch_norm``: ``nn.BatchNorm1d/2d/3d`` (training or eval: the module's mode, momentum
   and buffers read when the candidate runs, its running buffers and
   ``num_batches_tracked`` updated in place), with the ReLU after it, or a residual add
@@ -81,7 +90,9 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
 
 Not covered: ``F.batch_norm`` calls and subclasses of the batch-norm modules
 (``SyncBatchNorm``); other activations after a batch norm; RMSNorm without a weight or
-written with ``1 / sqrt``; LayerNorm with parameters in another dtype than the input's;
+written with ``1 / sqrt``; LayerNorm, GroupNorm and InstanceNorm with parameters in another
+dtype than the input's; InstanceNorm with running statistics; norms over a middle dim
+(KernelBench's 36_RMSNorm_) or clamped (``F.normalize``);
 argmax/argmin of the flattened tensor (``dim=None``) or of integers; cross-entropy with class weights, label smoothing,
 probability targets or logits of other than 2 dims; interleaved (GPT-J)
 or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,

@@ -47,7 +47,6 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.nn as nn
-import torch.nn.functional as F
 
 from solforge.search.match import (
     Match,
@@ -61,29 +60,16 @@ from solforge.search.match import (
     shape,
     tensor,
 )
-from solforge.search.patterns.common import BATCH_NORM_ACT, FLOATS, FUSED, graph_nodes
+from solforge.search.patterns.common import (
+    BATCH_NORM_ACT,
+    FLOATS,
+    FUSED,
+    graph_nodes,
+    reaching_a_conv,
+)
 from solforge.search.trace import AttrRef, TracedReference
 
 _CLASSES = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
-_CONV_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
-                 nn.ConvTranspose3d)
-_CONV_FUNCTIONS = {F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
-                   F.conv_transpose3d}
-
-
-def _is_conv(n: fx.Node) -> bool:
-    if n.op == "call_module":
-        return isinstance(n.meta.get("module"), _CONV_MODULES)
-    return n.op == "call_function" and n.target in _CONV_FUNCTIONS
-
-
-def _reaching_a_conv(tr: TracedReference) -> set[fx.Node]:
-    """The nodes whose value flows into a convolution, directly or through other nodes."""
-    reach: set[fx.Node] = set()
-    for n in reversed(graph_nodes(tr)):
-        if any(_is_conv(u) or u in reach for u in n.users):
-            reach.add(n)
-    return reach
 
 
 def _batch_norm(n: Any) -> bool:
@@ -135,7 +121,7 @@ def _module(n: fx.Node) -> AttrRef:
 def find_batch_norm(tr: TracedReference) -> list[Match]:
     found: list[Match] = []
     taken: set[fx.Node] = set()
-    into_conv = _reaching_a_conv(tr)
+    into_conv = reaching_a_conv(tr)
     for b in graph_nodes(tr):
         if b in taken or not _batch_norm(b):
             continue

@@ -1,9 +1,12 @@
-"""What the built-in patterns share: the library functions they call, dtypes, levers."""
+"""What the built-in patterns share: the library functions they call, dtypes, levers, and
+which nodes reach a convolution."""
 
 from __future__ import annotations
 
 import torch
 import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
 
 from solforge.search.match import LibraryFunction
 from solforge.search.trace import TracedReference
@@ -27,6 +30,9 @@ BIAS_ACT = LibraryFunction("bias_act")
 ROTARY = LibraryFunction("rotary_embedding")
 FP8_PER_TENSOR = LibraryFunction("fp8_quant_per_tensor")
 FP8_PER_GROUP = LibraryFunction("fp8_quant_per_group")
+GROUP_NORM = LibraryFunction("group_norm")
+INSTANCE_NORM = LibraryFunction("instance_norm")
+DIV_BY_ROW_NORM = LibraryFunction("div_by_row_norm")
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 FP8 = torch.float8_e4m3fn
@@ -35,3 +41,27 @@ FUSED = ("library_kernel", "fusion")
 
 def graph_nodes(tr: TracedReference) -> list[fx.Node]:
     return list(tr.graph.nodes)
+
+
+_CONV_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+                 nn.ConvTranspose3d)
+_CONV_FUNCTIONS = {F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
+                   F.conv_transpose3d}
+
+
+def _is_conv(n: fx.Node) -> bool:
+    if n.op == "call_module":
+        return isinstance(n.meta.get("module"), _CONV_MODULES)
+    return n.op == "call_function" and n.target in _CONV_FUNCTIONS
+
+
+def reaching_a_conv(tr: TracedReference) -> set[fx.Node]:
+    """The nodes whose value flows into a convolution, directly or through other nodes: an
+    fp32 normalisation there is left to PyTorch (cuDNN's TF32 rounding of the
+    convolution's input turns a kernel's ulp of difference into 1e-4; the ``batch_norm``
+    pattern's docstring has the measurement)."""
+    reach: set[fx.Node] = set()
+    for n in reversed(graph_nodes(tr)):
+        if any(_is_conv(u) or u in reach for u in n.users):
+            reach.add(n)
+    return reach

@@ -3,8 +3,11 @@
 ``layer_norm``: ``nn.LayerNorm`` / ``F.layer_norm`` over one or several trailing dims
 (``normalized_shape`` a tuple of ints, or of the input's sizes, or a slice of its shape),
 weight and bias of that shape in the input's dtype, or none → the library's
-``layer_norm``, which splits long rows, or too few rows to fill the GPU, over programs
-(``kernels/triton/layernorm_split.py``).
+``layer_norm``, which reads long rows once by a cooperative launch where they fill the GPU
+(``kernels/triton/row_norm.py``: KernelBench's 16 rows of 4M elements), and splits the
+other long rows, or too few rows to fill the GPU, over programs in two launches
+(``kernels/triton/layernorm_split.py``). GroupNorm, InstanceNorm and the L1/L2 row norms
+are ``row_norms.py``'s.
 
 Not covered: a weight or bias in another dtype than the input's (fp32 parameters of a
 bf16 input: torch promotes); ``normalized_shape`` that is not the input's trailing dims
