@@ -89,9 +89,12 @@ def load_problem(path: str | Path, source: str | None = None) -> Problem:
     except BaseException as e:  # SyntaxError, ImportError, anything its top level raises
         hint = ""
         if isinstance(e, ModuleNotFoundError) and e.name:
-            # a package the problem imports (KernelBench's Mamba2 files import einops)
-            hint = (f"; the problem needs the package {e.name.split('.')[0]!r}: install it "
-                    "in this environment (pip install ...)")
+            # a package the problem imports (KernelBench's Mamba2 files import einops); no
+            # dependency of solforge's: the user installs it where the problems run
+            top = e.name.split(".")[0]
+            hint = (f"; the problem needs the package {top!r}, which this environment "
+                    f"lacks: `pip install {top}` (or the package that provides the module "
+                    f"{top!r}), here and wherever its candidates are evaluated")
         raise ProblemError(f"{path}: importing the problem failed: {type(e).__name__}: {e}"
                            f"{hint}") from None
     if source is None:

@@ -4,7 +4,8 @@
 submodules read ``self.<name>``, shape reads stay inline (``query.shape[2]``), library
 functions are called by their own names (``emit.py`` writes the files around it).
 
-Not covered: graphs holding tensor constants or objects without a source form (those
+Not covered: graphs holding tensor constants (fx's ``_tensor_constant``: a tensor the
+reference computed at trace time from no input) or objects without a source form (those
 raise :class:`EmitError`, and no candidate is made of them).
 """
 
@@ -37,7 +38,8 @@ _BINARY = {
     operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
     operator.and_: "&", operator.or_: "|", operator.xor: "^", operator.lshift: "<<",
     operator.rshift: ">>", operator.lt: "<", operator.le: "<=", operator.gt: ">",
-    operator.ge: ">=", operator.eq: "==", operator.ne: "!=",
+    operator.ge: ">=", operator.eq: "==", operator.ne: "!=", operator.is_: "is",
+    operator.is_not: "is not",
 }
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
@@ -88,6 +90,10 @@ class _Printer:
             return True
         if n.op == "call_function" and n.target is getattr:
             return True
+        if n.op == "call_function" and n.target in (operator.is_, operator.is_not, operator.eq,
+                                                      operator.ne):
+            # the tracer's guards (a parameter, a size or a device traced as its value)
+            return bool(n.users) and all(u.target is torch._assert for u in n.users)
         val = n.meta.get("val")
         if n.op == "call_function" and n.target is operator.getitem and \
                 isinstance(val, (int, torch.Size, tuple)) and not isinstance(val, bool):
@@ -148,6 +154,10 @@ class _Printer:
     # -- nodes -------------------------------------------------------------------------
     def expr(self, n: fx.Node) -> str:
         if n.op == "get_attr":
+            if str(n.target).startswith("_tensor_constant"):
+                raise EmitError("the graph holds a tensor the reference made at trace time "
+                                "from no input (fx's constant), which a generated file has "
+                                "no source for")
             return attribute_source(str(n.target))
         if n.op == "call_module":
             return f"{attribute_source(str(n.target))}({self.call_args(n.args, n.kwargs)})"
@@ -183,6 +193,9 @@ class _Printer:
             comment = n.meta.get("solforge_comment")
             if comment:
                 lines.append(f"# {comment}")
+            if n.target is torch._assert and not n.users:
+                lines.append(self.expr(n))  # a check: nothing to name
+                continue
             lines.append(f"{self.names[n]} = {self.expr(n)}")
         return lines
 

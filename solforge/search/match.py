@@ -379,10 +379,13 @@ def substitute(traced: TracedReference, matches: list[Match]) -> fx.Graph:
 
 
 def _erase_dead(graph: fx.Graph) -> None:
-    """Erase nodes nothing uses, last first, except calls that may write in place
-    (fx's own pass needs a module to judge call_module nodes; traced leaves are pure)."""
+    """Erase nodes nothing uses, last first, except calls that may write in place and
+    fx's side-effectful functions (the tracer's ``torch._assert`` guards); fx's own pass
+    needs a module to judge call_module nodes, and traced leaves are pure."""
     for n in reversed(list(graph.nodes)):
         if n.op in ("placeholder", "output") or n.users:
+            continue
+        if n.op == "call_function" and n.is_impure():
             continue
         name = str(n.target) if n.op != "call_function" else getattr(n.target, "__name__", "")
         # (an ``out=None``, as ``torch.norm`` traces, writes nothing)

@@ -27,15 +27,42 @@ guarded symbols) and lift parameters into graph inputs; the emitted solution mus
 readable ``forward`` over the reference's own submodules and parameter names, for every
 shape. The price is fx's limits.
 
-Not covered: Python control flow on tensor values or symbolic sizes (``if x.shape[0] > 1``,
-loops over a tensor, ``min(k, x.size(-1))``), data-dependent operations (``.item()``,
-``.tolist()``), item assignment into a traced tensor, tensors created at trace time as
-constants, and held-out workloads (never read: the verdict judges them).
+What the forward does beyond its tensors' data flow:
+
+- Tensors it makes (``torch.tensor(self.value)``, ``torch.zeros(3)``, ``torch.randn(...)``)
+  are traced as calls of the factory (``_FactoryCalls``), so the emitted forward makes
+  them as the reference does; fx alone would bake each in as an anonymous constant that
+  no generated file can spell.
+- A parameter ``get_inputs()`` gives no value for (``h0=None``, ``mask=None``), or gives
+  ``None`` for, is traced as that value (``None`` takes the reference's ``is None``
+  branch), and the graph guards it: the emitted forward keeps the parameter and fails
+  with a clear message when called with another value (``torch._assert``).
+- A Python check of sizes or devices for equality (``assert H == self.img_size[0]``,
+  ``if x.device != self.w.device: raise``) is taken as traced, and the graph guards it
+  the same way. Every traced tensor is on meta, and the evaluator runs a model and its
+  inputs on one device, so devices compare equal. Other branches on sizes stay fx's
+  control-flow error (``if x.shape[0] > 1``).
+- Writing a traced value to module state (``self.hidden = ...``) is refused: the graph
+  carries the outputs, not the state a later call would read.
+- A constructor that reads values (``[x.item() for x in torch.linspace(...)]``, Swin's
+  drop-path rates) cannot be built on the meta device; the model is then built with
+  every factory tensor of at most ``HOST_ELEMENTS`` elements on the CPU (values to read)
+  and larger ones on meta, then moved to meta (``_SmallOnHost``).
+
+Not covered: Python control flow on tensor values or symbolic sizes other than the
+equality checks above (``if x.shape[0] > 1``, loops over a tensor or over
+``range(x.size(0))``, ``int(x.shape[0] / n)``, ``min(k, x.size(-1))``), data-dependent
+operations in ``forward`` (``.item()``, ``.tolist()``), item assignment into a traced
+tensor, tensors computed at trace time from module-level tensors (they stay fx's
+``_tensor_constant`` and the printer refuses them), and held-out workloads (never read:
+the verdict judges them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import operator
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -44,6 +71,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.nn as nn
+from torch.overrides import TorchFunctionMode
 
 from solforge.problems import gen
 from solforge.problems.spec import Problem, Workload, call_with_params
@@ -119,6 +147,38 @@ class _ValueAttribute(fx.proxy.Attribute, _ValueProxy):
     pass
 
 
+def _is_size(v: Any) -> bool:
+    """An int, or a shape (a tuple of ints), as sizes are while traced."""
+    if isinstance(v, (tuple, list)):
+        return all(_is_size(x) for x in v)
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# the functions a forward makes tensors with: traced as calls (see the module docstring)
+FACTORIES = frozenset(f for f in (getattr(torch, n, None) for n in (
+    "tensor", "as_tensor", "asarray", "scalar_tensor", "full", "zeros", "ones", "empty",
+    "empty_strided", "arange", "linspace", "logspace", "eye", "rand", "randn", "randint",
+    "randperm")) if f is not None)
+
+
+class _FactoryCalls(TorchFunctionMode):
+    """While the forward is traced (not while a node's value is computed), a factory call
+    becomes a ``call_function`` node instead of a tensor fx would bake in as a constant."""
+
+    def __init__(self, tracer: _ValueTracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in FACTORIES and not self.tracer._evaluating:
+            try:
+                return self.tracer.create_proxy("call_function", func, args, kwargs)
+            except NotImplementedError:  # an argument fx cannot hold (a numpy array)
+                pass  # made now: fx's constant, which the printer refuses
+        return func(*args, **kwargs)
+
+
 class _ValueTracer(fx.Tracer):
     """fx's tracer, computing each node's example value on the meta device."""
 
@@ -129,6 +189,18 @@ class _ValueTracer(fx.Tracer):
         self._inputs = list(inputs)
         self._placeholder = 0
         self._evaluating = False
+
+    def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
+        with _FactoryCalls(self):
+            return super().trace(root, concrete_args)
+
+    def create_arg(self, a: Any) -> Any:
+        out = super().create_arg(a)
+        # fx makes plain tensor attributes (``self.hidden = torch.randn(...)``) and
+        # constants get_attr nodes without create_proxy: they need their value too
+        if isinstance(out, fx.Node) and out.op == "get_attr" and "val" not in out.meta:
+            out.meta["val"] = self._evaluate(out)
+        return out
 
     # while a node's value is computed, modules are plain modules again: fx patches
     # attribute access and calls of every nn.Module for the duration of the trace
@@ -151,12 +223,12 @@ class _ValueTracer(fx.Tracer):
                                   proxy_factory_fn)
         node = rv.node
         if kind == "placeholder":
-            if self._placeholder >= len(self._inputs):
-                raise TraceError(f"forward takes more inputs than get_inputs() returns "
-                                 f"({target!r} has no input)")
-            node.meta["val"] = self._inputs[self._placeholder]
+            i = self._placeholder
             self._placeholder += 1
-            return rv
+            if i < len(self._inputs) and self._inputs[i] is not None:
+                node.meta["val"] = self._inputs[i]
+                return rv
+            return self._specialise(rv, str(target), args, given=i < len(self._inputs))
         if kind == "output":
             return rv
         self._evaluating = True
@@ -171,14 +243,66 @@ class _ValueTracer(fx.Tracer):
             self._evaluating = False
         return rv
 
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        """A Python branch on a traced value: an equality check of sizes or devices is
+        taken as traced and guarded in the graph (see the module docstring); anything
+        else is fx's control-flow error."""
+        node = obj.node
+        vals = _meta_values(node.args)
+        if node.op == "call_function" and node.target in (operator.eq, operator.ne) and \
+                isinstance(node.meta.get("val"), bool) and len(vals) == 2 and \
+                (all(_is_size(v) for v in vals) or
+                 all(isinstance(v, torch.device) for v in vals)):
+            value = node.meta["val"]
+            held = node.target if value else \
+                (operator.ne if node.target is operator.eq else operator.eq)
+            check = self.create_proxy("call_function", held,
+                                      fx.node.map_arg(node.args, self.proxy), {})
+            self.create_proxy("call_function", torch._assert,
+                              (check, "a size or device check that held when traced: this "
+                                      "forward is specialised to it"), {})
+            if not node.users:
+                self.graph.erase_node(node)
+            return value
+        return super().to_bool(obj)
+
+    def _specialise(self, rv: fx.Proxy, name: str, default: tuple, given: bool) -> Any:
+        """A parameter ``get_inputs()`` gives ``None`` for (``given``) or nothing: the
+        forward gets the value itself (its ``is None`` branches are Python), and the graph
+        a guard that fails for any other value."""
+        if given:
+            value = None
+        elif default:
+            value = default[0]
+        else:
+            raise TraceError(f"forward takes more inputs than get_inputs() returns "
+                             f"({name!r} has no input and no default)")
+        if value is not None and type(value) not in (bool, int, float, str):
+            raise TraceError(f"forward's parameter {name!r} has no input, and its default "
+                             f"{value!r} is no value the graph can check")
+        rv.node.meta["val"] = value
+        same = operator.is_ if value is None or type(value) is bool else operator.eq
+        check = self.create_proxy("call_function", same, (rv, value), {})
+        why = "get_inputs() gives None for it" if given else "get_inputs() gives no value for it"
+        self.create_proxy("call_function", torch._assert,
+                          (check, f"{name} was traced as {value!r} ({why}); this forward "
+                                  f"takes no other value"), {})
+        return value
+
     def _evaluate(self, node: fx.Node) -> Any:
         args, kwargs = _meta_values(node.args), _meta_values(node.kwargs)
         if node.op == "get_attr":
             obj: Any = self._root
             for atom in str(node.target).split("."):
                 obj = getattr(obj, atom)
+            if isinstance(obj, torch.Tensor) and not obj.is_meta:
+                obj = obj.to("meta")  # a plain tensor attribute, which .to() left behind
             return obj
         if node.op == "call_function":
+            if node.target in FACTORIES:
+                # on meta whatever device it names: a literal size costs nothing here,
+                # and a CUDA device needs no GPU
+                kwargs = {**kwargs, "device": "meta"}
             return node.target(*args, **kwargs)
         if node.op == "call_method":
             return getattr(args[0], node.target)(*args[1:], **kwargs)
@@ -195,48 +319,61 @@ class _ValueTracer(fx.Tracer):
         raise TraceError(f"unexpected node kind {node.op}")
 
 
-def _meta_inputs(module: ModuleType, w: Workload) -> list[Any]:
-    params = dict(w.params)
-    with gen.distribution("normal"), torch.device("meta"):
-        inputs = call_with_params(module.get_inputs, params)
-    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-    return [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+# a constructor that reads values (``.item()``) is built again with factory tensors of at
+# most this many elements on the CPU: Swin's drop-path rates, relative-position tables and
+# shifted-window masks are all below it; weights of real layers are above it
+HOST_ELEMENTS = 1 << 16
 
 
-def _meta_model(module: ModuleType, w: Workload, train_mode: bool) -> nn.Module:
-    args = call_with_params(module.get_init_inputs, dict(w.params))
-    args = list(args) if isinstance(args, (list, tuple)) else [args]
-    with torch.device("meta"):
-        model = module.Model(*args)
-    if not isinstance(model, nn.Module):
-        raise TraceError("the reference Model is not an nn.Module")
-    return model.train(train_mode)
+class _SmallOnHost(TorchFunctionMode):
+    """Factory calls that name no device make small tensors on the CPU (their values can
+    be read) and larger ones on the meta device (they cost nothing)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in FACTORIES and kwargs.get("device") is None:
+            meta = func(*args, **{**kwargs, "device": "meta"})
+            if not isinstance(meta, torch.Tensor) or meta.numel() > HOST_ELEMENTS:
+                return meta
+        return func(*args, **kwargs)
 
 
 class BuildError(TraceError):
     """A workload's model or inputs cannot be built for tracing."""
 
 
-def _build(module: ModuleType, w: Workload, train_mode: bool) -> tuple[nn.Module, list[Any]]:
-    """The model and inputs on the meta device; a small (``cpu``) workload whose
-    construction reads values (``.tolist()``) is built on the CPU and moved to meta."""
-    try:
-        return _meta_model(module, w, train_mode), _meta_inputs(module, w)
-    except Exception as e:
-        if not w.cpu:
-            raise BuildError(f"workload {w.name}: building the model or inputs on the meta "
-                             f"device failed: {type(e).__name__}: {e}") from None
-    try:
-        args = call_with_params(module.get_init_inputs, dict(w.params))
+def _build_in(module: ModuleType, w: Workload, train_mode: bool, where: Any
+              ) -> tuple[nn.Module, list[Any]]:
+    params = dict(w.params)
+    args = call_with_params(module.get_init_inputs, params)
+    with where():
         model = module.Model(*(list(args) if isinstance(args, (list, tuple)) else [args]))
-        with gen.distribution("normal"):
-            inputs = call_with_params(module.get_inputs, dict(w.params))
-        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        return (model.to("meta").train(train_mode),
-                [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs])
-    except Exception as e:
-        raise BuildError(f"workload {w.name}: building the model or inputs failed: "
-                         f"{type(e).__name__}: {e}") from None
+    if not isinstance(model, nn.Module):
+        raise TraceError("the reference Model is not an nn.Module")
+    with gen.distribution("normal"), where():
+        inputs = call_with_params(module.get_inputs, params)
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    return (model.to("meta").train(train_mode),
+            [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs])
+
+
+def _build(module: ModuleType, w: Workload, train_mode: bool) -> tuple[nn.Module, list[Any]]:
+    """The model and inputs on the meta device. Where that fails (a constructor or
+    ``get_inputs`` that reads values): built again with small tensors on the CPU
+    (:class:`_SmallOnHost`), and a small (``cpu``) workload whole on the CPU; then moved
+    to meta."""
+    ways = [("on the meta device", lambda: torch.device("meta")),
+            ("with small tensors on the CPU", _SmallOnHost)]
+    if w.cpu:
+        ways.append(("on the CPU", contextlib.nullcontext))
+    failed = []
+    for label, where in ways:
+        try:
+            return _build_in(module, w, train_mode, where)
+        except Exception as e:
+            failed.append(f"{label}: {type(e).__name__}: {e}")
+    raise BuildError(f"workload {w.name}: building the model or inputs failed "
+                     + "; ".join(failed))
 
 
 # torch.fx's tracer keeps process-wide state (its patcher, the wrapped functions) and
@@ -292,8 +429,19 @@ def _trace_workload(module: ModuleType, w: Workload, train_mode: bool
         raise TraceError(f"workload {w.name}: {e}") from None
     except Exception as e:  # fx's own TraceError, TypeError from a proxy, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        hint = ""
+        if "interpreted as an integer" in first or "int() argument" in first:
+            hint = (" (Python uses a traced size or value as a number, e.g. a loop over "
+                    "range(x.size(0)) or int(x.shape[0] / n): sizes stay symbolic in the "
+                    "graph)")
         raise TraceError(f"workload {w.name}: torch.fx cannot trace the reference: "
-                         f"{type(e).__name__}: {first}") from None
+                         f"{type(e).__name__}: {first}{hint}") from None
+    written = [f"{prefix}.{k}" if prefix else k for prefix, mod in model.named_modules()
+               for k, v in vars(mod).items() if isinstance(v, fx.Proxy)]
+    if written:
+        raise TraceError(f"workload {w.name}: forward writes a traced value to module state "
+                         f"(self.{written[0]} = ...): the graph carries its outputs, not "
+                         "the state a later call reads")
     return graph, model
 
 

@@ -146,6 +146,20 @@ def test_a_broken_file_is_reported_and_the_others_load(tmp_path):
     assert all(error.startswith(str(path)) for path, error in broken)  # says which file
 
 
+def test_a_missing_package_is_named_with_what_to_install(tmp_path, monkeypatch):
+    """KernelBench's Mamba-2 files (level 3, 48 and 49) import einops, which solforge does
+    not depend on: the error names it and the command that installs it."""
+    monkeypatch.setitem(sys.modules, "einops", None)  # missing, installed here or not
+    path = tmp_path / "level3" / "48_Mamba2ReturnY.py"
+    path.parent.mkdir()
+    path.write_text("import torch\nfrom einops import rearrange\n")
+    with pytest.raises(ProblemError) as e:
+        load_problem(path)
+    assert str(e.value).startswith(str(path))
+    assert "needs the package 'einops'" in str(e.value)
+    assert "`pip install einops`" in str(e.value)
+
+
 def test_a_second_file_with_a_taken_name_is_reported(tmp_path):
     d = tmp_path / "mine"
     (d / "a").mkdir(parents=True)
