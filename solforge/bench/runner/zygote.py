@@ -1,29 +1,39 @@
 """The runner zygote: CPU runners forked from a process that imported torch once.
 
 A runner's start-up is Python, torch and the compiler front end the policy trace needs:
-about 3.3 CPU-seconds on the CI machine (torch 1.75, ``torch._dynamo`` 1.4), paid by
-every candidate, most of a short CPU evaluation, and the largest cost of the CPU test
-suite (benchmarks/results/FINDINGS.md, "The CPU suite in two processes"). The zygote
-pays it once per judge: a child of the judge that runs :func:`process.preload` and then
-forks one runner per request. The forked child takes every step an exec'd runner gets
-from ``sandbox.RunnerProcess`` (a new session, its private working directory and
-environment, ``confinement.confine_child``: cgroup, limits, namespaces, filesystem
-view, ``nobody`` or no capabilities, no new privileges) and runs the same
-:func:`process.run`. No candidate code ever runs in the zygote, so every runner is
-still a fresh process for one candidate: a copy of one that has only imported modules.
+about 3 CPU-seconds on the CI machine (torch 1.75, ``torch._dynamo`` 1.4), paid by every
+candidate, most of a short CPU evaluation, and the largest cost of the CPU test suite
+(benchmarks/results/FINDINGS.md, "The CPU suite in two processes"). The zygote pays it
+once per judge: a child the judge starts with ``python -m`` (exec'd, so none of the
+judge's memory is in it) in a runner's environment and a directory of its own, which runs
+:func:`process.preload`, checks itself (:func:`unfit`) and then forks one runner per
+request. The forked child takes every step an exec'd runner gets from
+``sandbox.RunnerProcess`` (a new session, its private working directory and environment,
+``confinement.confine_child``: cgroup, limits, namespaces, filesystem view, ``nobody`` or
+no capabilities, no new privileges), re-points the module state that named the zygote's
+directories (``forkstate.py``) and runs the same :func:`process.run`. No candidate code
+ever runs in the zygote, so every runner is still a fresh process for one candidate: a
+copy of one that has only imported modules.
 
-The judge's requests and the zygote's replies (the child's pid) cross a socket pair only
-the two hold; a child closes every descriptor but its channel and its output before
-anything else. A child's exit status comes back over a pipe of its own, as
-``subprocess.Popen.poll`` would give it (:class:`Forked`). The runner's descendants that
-outlive it are still the judge's (the zygote is no subreaper: orphans go up to the judge,
-which is one, ``proctree.adopted_orphans``).
+The judge's requests cross a socket pair only the two hold; the zygote's answers (the
+child's pid) come back as JSON, so the judge unpickles nothing from it. A child closes
+every descriptor but its channel and its output before anything else. A child's exit
+status comes back over a pipe of its own, as ``subprocess.Popen.poll`` would give it
+(:class:`Forked`). The runner's descendants that outlive it are still the judge's (the
+zygote is no subreaper: orphans go up to the judge, which is one,
+``proctree.adopted_orphans``). The zygote is non-dumpable, as the judge is: a runner
+without CAP_SYS_PTRACE reads neither its memory nor its descriptors. A runner that keeps
+uid 0 (a hardened run where ``nobody`` cannot run Python) may signal it, as it may the
+judge: killed, it takes its runners with it (the candidate's own among them) and the next
+runner is exec'd while a new zygote starts (:data:`MAX_STARTS`); stopped, it is continued
+before each request, and an answer later than :data:`ANSWER_S` gets its runner exec'd.
 
-Checked when it starts, else it refuses and every runner is exec'd as before: one Python
-thread, no descriptor but its own, and no module state holding a path of its private
-directories (HOME, TMPDIR, the build caches) outside the places each child points at its
-own (:data:`REPOINTED`): a forked runner would otherwise write its caches into the
-zygote's. A runner with an environment of its own (a builder's) is exec'd, and so is one
+Checked when it starts, else it refuses and every runner is exec'd as before: one thread
+(Python's, or a library's that a fork does not stop), CUDA not started, no descriptor but its own, and no module
+state holding a path of its private directories (HOME, TMPDIR, the build caches) outside
+the places each child points at its own (``forkstate.REPOINTED``): a forked runner would
+otherwise write its caches into the zygote's. A runner with an environment of its own (a
+builder's, or one started while its judge holds the CPU's slot) is exec'd, and so is one
 whose environment differs from the zygote's in anything but those directories (a
 variable the judge's process changed since). ``SOLFORGE_RUNNER_FORK=0`` turns the zygote
 off.
@@ -32,14 +42,15 @@ Not covered: GPU runners (a CUDA context does not survive a fork; they start as 
 ahead of need); what forked siblings share that exec'd runners would not: the string-hash
 seed, the address-space layout (randomised once per zygote) and the pages of the imported
 modules (copy-on-write, so a write stays in the writer). Seen from outside, a forked
-runner's ``/proc/<pid>/cmdline`` and ``environ`` are the zygote's (the environment it
-runs with, and hands to its own children, is its own).
+runner's ``/proc/<pid>/cmdline`` and ``environ`` are the zygote's (a runner's allowlisted
+environment naming the zygote's removed directory; the environment it runs with, and
+hands to its own children, is its own).
 """
 
 from __future__ import annotations
 
 import argparse
-import linecache
+import json
 import os
 import pickle
 import select
@@ -52,31 +63,23 @@ import tempfile
 import threading
 import time
 import traceback
-import types
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, NoReturn
 
 from solforge import env
+from solforge.bench.runner.forkstate import repoint, stray_paths
 from solforge.bench.runner.proctree import MANAGED
 
 # how many zygotes one process starts at most (one lost to a kill is replaced)
 MAX_STARTS = 3
-# longest a request waits for the zygote's answer (its start: seconds); then it is killed
-# and the runner exec'd, so a stuck zygote cannot hold a candidate past its own deadline
-ANSWER_S = 300.0
-# Module state that keeps a path of the zygote's directories (its working directory at
-# import, or HOME, TMPDIR and the build caches), pointed at the child's own in every child
-# (``_repoint``); anywhere else, the zygote refuses (``unfit``). Torch's config modules
-# take some defaults from the working directory (``debug_dir_root``, ``cutlass_dir``).
-REPOINTED = ("sys.path", "sys.argv", "sys.orig_argv", "sys.path_importer_cache", "os.environ",
-             "posix.environ", "site.USER_BASE", "site.USER_SITE", "sysconfig._CONFIG_VARS",
-             "multiprocessing.process.ORIGINAL_DIR", "torch._dynamo.package.DynamoCache",
-             "inspect.modulesbyfile", "inspect._filesbymodname", "linecache.cache")
-# ... and places that follow ``sys.path`` by themselves: a namespace package's path is
-# computed again when the parent path it was computed from changes
-FOLLOWS_SYS_PATH = ".__path__._last_parent_path"
+# longest a request waits for the zygote's answer, then the zygote is killed and the
+# runner exec'd, so a stuck zygote cannot hold a candidate past its own deadline: before
+# it is ready (its imports: about 3 CPU-seconds, minutes on a loaded machine), and after
+# (a fork: milliseconds; a runner of the same uid may have stopped it, see ``spawn``)
+START_S = 300.0
+ANSWER_S = 30.0
 
 
 # --- the judge's side ----------------------------------------------------------------------
@@ -166,6 +169,8 @@ class Forked:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._popen is None:
+            self.zygote.wake()  # its exit status comes from the zygote, which reaps it
         while self.poll() is None:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -199,6 +204,7 @@ class Zygote:
         self.pending: deque[Forked] = deque()
         self.why = ""  # why it refused or is gone ('' while it serves)
         self.refused = False  # it started and found itself unfit (``unfit``)
+        self.ready = False  # it said it serves
 
     def spawn(self, request: dict[str, Any], fds: tuple[int, int, int], stdout: Any,
               status_r: int, fallback: Callable[[], subprocess.Popen],
@@ -209,6 +215,7 @@ class Zygote:
             if self.why:
                 return None
             try:
+                self.wake()
                 socket.send_fds(self.sock, [pickle.dumps(request)], list(fds))
             except OSError as e:
                 self._gone(f"the zygote's socket failed: {e}")
@@ -217,12 +224,22 @@ class Zygote:
             self.pending.append(f)
             return f
 
+    def wake(self) -> None:
+        """Continue it: a hardened runner keeps uid 0 and may have stopped it (SIGSTOP),
+        as it may the judge. Before each request and each wait for a runner's exit; a
+        stop after that costs :data:`ANSWER_S` at most."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
     def resolve(self, f: Forked) -> None:
         """Read replies until ``f`` has its pid, or the zygote refused or died."""
         with self.lock:
             while f._pid is None and not f._failed:
                 try:
-                    self.sock.settimeout(ANSWER_S)
+                    self.sock.settimeout(ANSWER_S if self.ready else START_S)
                     data = self.sock.recv(1 << 16)
                 except TimeoutError:
                     self.proc.kill()
@@ -232,8 +249,14 @@ class Zygote:
                 if not data:
                     self._gone(self.why or "the zygote exited")
                     break
-                msg = pickle.loads(data)
+                try:
+                    msg = json.loads(data)  # plain data: the judge unpickles none of it
+                except ValueError:
+                    self.proc.kill()
+                    self._gone("a malformed answer from the zygote")
+                    break
                 if "ready" in msg:
+                    self.ready = bool(msg["ready"])
                     if not msg["ready"]:
                         self.refused = True
                         self._gone(msg["why"])
@@ -315,11 +338,20 @@ def _die_with_parent() -> None:  # the zygote's own preexec: it dies with its ju
 
 
 def unfit(own_dir: str) -> str:
-    """Why this process must not fork runners ('' when it may): a second Python thread,
-    a descriptor it did not open itself, or module state that kept a path of its own
-    directory outside :data:`REPOINTED`."""
+    """Why this process must not fork runners ('' when it may): a second thread (Python's,
+    or a library's that a fork's handlers do not stop: only the forking thread survives a
+    fork, with whatever lock another held), CUDA started (a context does not survive a
+    fork; CPU runners hide the GPUs, so only a change of that would start it), a
+    descriptor it did not open itself, or module state that kept a path of its own
+    directory where no child re-points it (``forkstate.stray_paths``)."""
     if threading.active_count() > 1:
         return f"{threading.active_count()} Python threads after the imports"
+    threads = _threads_past_a_fork()
+    if threads > 1:
+        return f"{threads} threads after the imports, a fork's handlers run"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA was initialised by the imports"
     extra = [f for f in os.listdir("/proc/self/fd") if int(f) > 2] if os.path.isdir(
         "/proc/self/fd") else []
     if len(extra) > 2:  # its socket, and the directory listed just now
@@ -330,120 +362,17 @@ def unfit(own_dir: str) -> str:
     return ""
 
 
-def stray_paths(own_dir: str) -> list[str]:
-    """Where module state holds a path of ``own_dir`` (as given, or resolved: the
-    working directory's spelling) that no child points at its own."""
-    return [p for d in _spellings(own_dir) for p in kept_paths(d)
-            if not p.startswith(REPOINTED) and not p.endswith(FOLLOWS_SYS_PATH)
-            and not _config_default(p)]
-
-
-def _spellings(path: str) -> list[str]:
-    return list(dict.fromkeys((path, os.path.realpath(path))))
-
-
-def _config_default(place: str) -> bool:
-    """Whether ``place`` is the default of an entry of a torch config module (those
-    ``_repoint`` rewrites)."""
-    module, sep, rest = place.partition("._config.")
-    return bool(sep) and rest.endswith(".default") and _is_config_module(
-        sys.modules.get(module))
-
-
-def _is_config_module(module: Any) -> bool:
-    config = sys.modules.get("torch.utils._config_module")
-    return config is not None and isinstance(module, config.ConfigModule)
-
-
-def kept_paths(needle: str, depth: int = 5) -> list[str]:
-    """Where the modules' state holds a string (or path) containing ``needle``: module
-    globals and what they hold, ``depth`` levels down (containers, instances' own
-    attributes, read without running any code of theirs: no lazy import is triggered)."""
-    found: list[str] = []
-    seen: set[int] = set()
-    paths = (str, bytes, PurePath)
-    containers = (list, tuple, set, frozenset, deque)
-
-    def walk(obj: Any, where: str, left: int) -> None:
-        kind = type(obj)
-        if issubclass(kind, paths):
-            text = obj if kind is str else os.fsdecode(obj)
-            if needle in text:
-                found.append(where)
-            return
-        if left <= 0 or id(obj) in seen or issubclass(kind, (types.ModuleType, type)):
-            return
-        seen.add(id(obj))
-        if issubclass(kind, dict):
-            for k, v in list(dict.items(obj)):
-                walk(k, where, left - 1)
-                walk(v, f"{where}.{k}" if type(k) is str else where, left - 1)
-        elif issubclass(kind, containers):
-            for v in list(obj):
-                walk(v, where, left - 1)
-        else:
-            try:
-                attrs = object.__getattribute__(obj, "__dict__")
-            except Exception:  # noqa: BLE001 - no instance dictionary (or a refusing one)
-                return
-            if type(attrs) is dict:
-                walk(attrs, where, left - 1)
-
-    for name, module in list(sys.modules.items()):
-        try:
-            attrs = object.__getattribute__(module, "__dict__")
-        except Exception:  # noqa: BLE001 - not a module-like object
-            continue
-        if type(attrs) is not dict:
-            continue
-        for k, v in list(dict.items(attrs)):
-            if k.startswith("__") and k not in ("__path__", "__file__"):
-                continue
-            walk(v, f"{name}.{k}", depth)
-    return found
-
-
-def _repoint(workdir: str, old: str) -> None:
-    """Point the :data:`REPOINTED` state of this (forked) child, which holds the zygote's
-    directory ``old``, at the child's own ``workdir``."""
-    import site
-    import sysconfig
-
-    pairs = list(zip(_spellings(old), _spellings(workdir), strict=False))
-    for was, now in pairs:
-        sys.path[:] = [now if p == was else p for p in sys.path]
-        sys.path_importer_cache.pop(was, None)
-    site.USER_BASE = None
-    site.USER_SITE = None
-    site.getusersitepackages()  # computed again from this child's HOME
-    cfg = getattr(sysconfig, "_CONFIG_VARS", None)
-    if isinstance(cfg, dict) and "userbase" in cfg:
-        cfg["userbase"] = site.USER_BASE
-    tempfile.tempdir = None
-    linecache.clearcache()  # caches keyed by file paths (a relative name joins the cwd)
-    inspect = sys.modules.get("inspect")
-    if inspect is not None:
-        inspect.modulesbyfile.clear()  # type: ignore[attr-defined]
-        inspect._filesbymodname.clear()  # type: ignore[attr-defined]
-    mp = sys.modules.get("multiprocessing.process")
-    if mp is not None:
-        mp.ORIGINAL_DIR = os.getcwd()  # type: ignore[attr-defined]
-    for module in list(sys.modules.values()):
-        if _is_config_module(module):
-            for entry in module._config.values():
-                for was, now in pairs:
-                    if isinstance(entry.default, str) and was in entry.default:
-                        entry.default = entry.default.replace(was, now)
-            if hasattr(module, "_is_dirty"):
-                module._is_dirty = True
-    package = sys.modules.get("torch._dynamo.package")
-    cache = getattr(package, "DynamoCache", None)
-    if cache is not None:
-        package.DynamoCache = type(cache)(os.path.join(  # type: ignore[union-attr]
-            package.cache_dir(), "dynamo"))  # type: ignore[union-attr]
-    np = sys.modules.get("numpy")
-    if np is not None:  # its global generator was seeded once, in the zygote
-        np.random.seed()
+def _threads_past_a_fork() -> int:
+    """This process's threads once a fork's prepare handlers have run (a trial fork): a
+    library that knows about forks stops its threads there and starts them again on its
+    next call (OpenBLAS, loaded by NumPy with torch, keeps an idle thread server: one
+    thread after ``import torch`` here, none after a fork); one that does not would be
+    missing in the child."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
 
 
 def _child(req: dict[str, Any], chan: int, out: int, sock: socket.socket,
@@ -467,7 +396,7 @@ def _child(req: dict[str, Any], chan: int, out: int, sock: socket.socket,
 
         confine_child(req["config"], "cpu", req["view"], req["cgroup"], req["dropped"],
                       req["strip_caps"])
-        _repoint(req["workdir"], own)
+        repoint(req["workdir"], own)
         from solforge.bench.runner import process
 
         sys.argv = [process.__file__, "--fd", str(chan), "--device", "cpu"]
@@ -493,7 +422,7 @@ def serve(sock: socket.socket, own: str) -> None:
         why = unfit(own)
     except BaseException as e:  # noqa: BLE001 - reported: the judge execs its runners
         why = f"{type(e).__name__}: {e}"[:2000]
-    sock.send(pickle.dumps({"ready": not why, "why": why}))
+    sock.send(json.dumps({"ready": not why, "why": why}).encode())
     os.chdir("/")
     shutil.rmtree(own, ignore_errors=True)
     if why:
@@ -527,7 +456,7 @@ def serve(sock: socket.socket, own: str) -> None:
             except (OSError, ValueError, pickle.UnpicklingError) as e:
                 for fd in fds:
                     os.close(fd)
-                sock.send(pickle.dumps({"pid": None, "why": f"{type(e).__name__}: {e}"}))
+                sock.send(json.dumps({"pid": None, "why": f"{type(e).__name__}: {e}"}).encode())
                 continue
             if pid == 0:
                 os.close(wake_r)
@@ -537,7 +466,7 @@ def serve(sock: socket.socket, own: str) -> None:
             os.close(chan)
             os.close(out)
             statuses[pid] = status
-            sock.send(pickle.dumps({"pid": pid}))
+            sock.send(json.dumps({"pid": pid}).encode())
         _reap(statuses)
 
 
