@@ -36,6 +36,7 @@ LLM_CONFIG = "SOLFORGE_LLM_CONFIG"
 SERVE_TOKEN = "SOLFORGE_SERVE_TOKEN"
 SERVE_URL = "SOLFORGE_SERVE_URL"
 RAY_ACTOR = "SOLFORGE_RAY_ACTOR"
+RUNNER_FORK = "SOLFORGE_RUNNER_FORK"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob(JUDGE_SLACK_MB, "how far (MiB) above its idle floor a judge may stay before it is "
                          "replaced; default 1024 on a GPU, 256 on a CPU"),
     Knob(SPARES, "runners a judge keeps started ahead of need"),
+    Knob(RUNNER_FORK, "0: every CPU runner starts as a new Python process instead of being "
+                      "forked from the judge's runner zygote (bench/runner/zygote.py)"),
     Knob(HARDEN_GPU, "1: GPU runs get the CPU runs' capability drop and non-dumpable judge",
          verdict=True),
     Knob(FS_VIEW, "0: runners and shell commands see the filesystem as this user does "
@@ -135,6 +138,11 @@ def judge_slack_mb() -> float | None:
 def spares() -> int | None:
     v = _raw(SPARES)
     return int(v) if v.isdigit() else None
+
+
+def runner_fork() -> bool:
+    """Whether CPU runners are forked from a runner zygote (default on)."""
+    return _raw(RUNNER_FORK) != "0"
 
 
 def harden_gpu() -> bool:

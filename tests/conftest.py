@@ -32,10 +32,11 @@ def _isolated_cache(tmp_path_factory):
 def two_spares():
     """Judges started in this module keep two spare runners (``SOLFORGE_SPARES``, read when
     a judge starts) instead of a CPU's one. With one, back-to-back evaluations on one judge
-    each wait for their runner's start (Python and torch, about 2 s here, most of a short
-    evaluation); with two, the next runner starts while the current evaluation runs, on
-    the other core. Not for modules that run several judges at once (a planner's workers,
-    evaluators side by side): there the extra starts only compete for the two cores."""
+    each wait for their runner's start (about 55 ms forked from the judge's runner zygote;
+    Python and torch, about 2.5 s, where a runner is exec'd: the zygote's first, or one it
+    refused); with two, the next runner starts while the current evaluation runs. Not for
+    modules that run several judges at once (a planner's workers, evaluators side by
+    side): there the extra starts only compete for the two cores."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SOLFORGE_SPARES", "2")
         yield

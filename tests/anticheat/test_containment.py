@@ -66,6 +66,8 @@ def _probe(ev, name: str) -> str:
 def test_secrets_are_not_reachable(ev, caps):
     seen = _probe(ev, "steal_secrets.py")
     assert SECRET not in seen and "SOLFORGE_TEST_API_KEY" not in seen, seen
+    # it found the judge (the parent of an exec'd runner, the grandparent of a forked one)
+    assert f"judge pid {ev.proc.pid}:" in seen, (ev.proc.pid, seen)
     assert "own secrets=[]" in seen
     if caps["root"] and hardened("cpu"):
         # no capabilities: neither the (non-dumpable) judge's nor the caller's environ
@@ -79,6 +81,10 @@ def test_judge_memory_is_not_readable(ev, caps):
                     f"non-dumpable, probe said: {seen}")
     assert "blocked" in seen and "bytes" not in seen, seen
     assert "listed" not in seen, seen  # nor a spare runner's files
+    # the judge was the target, and the judge's other runner processes were found (two
+    # spares, or the runner zygote and its spares)
+    assert f"judge (pid {ev.proc.pid}) memory: blocked" in seen, (ev.proc.pid, seen)
+    assert "memory blocked" in seen.split("spare runner:", 1)[1], seen
 
 
 def test_network_is_unreachable(ev, caps):
@@ -168,3 +174,21 @@ def test_a_candidate_that_kills_the_judge_earns_its_record(ev):
     if "PermissionError" not in r.message:  # a dropped uid cannot signal the judge
         assert "SIGKILL" in r.judge_fault and "second judge" in r.message, \
             (r.judge_fault, r.message[:600])
+
+
+def test_a_candidate_that_stops_the_runner_zygote_delays_no_other(ev):
+    """A runner of uid 0 may stop its parent, the zygote that forks the next runners and
+    reaps them: the judge continues it before each request and each wait for a runner's
+    exit, so neither this evaluation's end (a 10 s wait for the runner's exit status
+    otherwise) nor the next candidate's runner (30 s before it is exec'd instead) waits
+    for it, and the next evaluations pass."""
+    r = ev.evaluate(TINY, HACKS / "stop_zygote.py")
+    assert r.status is Status.RUNTIME_ERROR and "PROBE" in r.message, r.message[:500]
+    seen = r.message.split("PROBE", 1)[1].split("\n", 1)[0]
+    assert "stopped the zygote" in seen or "PermissionError" in seen or \
+        "not forked" in seen, seen
+    assert r.phase_seconds["closing"] < 5, r.phase_seconds
+    for _ in range(2):  # the spare forked before the stop, then one forked after it
+        t0 = time.monotonic()
+        _next_passes(ev)
+        assert time.monotonic() - t0 < 20, seen

@@ -98,7 +98,7 @@ GAINS_NOTHING = ["cache_by_sampled_values.py", "child_process_gpu.py"]
 GPU_ONLY = ["host_work.py", "side_stream.py", "unjoined_stream.py"]  # child_process_gpu.py: GPU form there too
 ELSEWHERE = ["steal_secrets.py", "read_judge_memory.py", "network_exfiltration.py",
              "evaluator_tamper.py", "pyc_poison.py", "tamper_everything.py",
-             "kill_judge.py"]
+             "kill_judge.py", "stop_zygote.py"]
 
 # one evaluation after another on one judge: the next runner starts during the current one
 # (honest solutions must still pass unflagged, and hacks be caught, with it starting)

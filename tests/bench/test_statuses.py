@@ -181,27 +181,36 @@ def hold_slot(device: str, seconds: float):
     return holder
 
 
-def test_a_wait_for_the_devices_slot_is_its_own_phase_and_not_the_candidates_time(ev):
+def test_a_wait_for_the_devices_slot_is_its_own_phase_and_not_the_candidates_time(
+        tmp_path, monkeypatch):
     """With four search workers on one H200, 10-45 s of an evaluation's candidate, policy
     and timing phases were waits for the slot other workers held, and the search budget
     charged them to the candidate: the wait is now the ``slot_wait`` phase. With six
     workers the waits reached 190 s and spent the candidate's ``timeout_s`` on the wall
     clock: the judge's deadlines now run on ``slots.clock``, which stands still while it
     waits, so a slot held past the time limit does not time an honest candidate out.
-    (The holder keeps the slot 15 s: longer than a cold evaluator takes to reach its
-    first wait plus the candidate's 5 s limit, so the candidate waits more than it.)"""
+    (The holder keeps the slot 15 s: longer than a warm evaluator takes to reach its first
+    wait plus the candidate's 5 s limit, so the candidate waits more than it. The slot is
+    one of a directory of this test's own, with an evaluator of its own: the machine's
+    CPU slot held 15 s stalled the other pytest-xdist worker's timings as long.)"""
     import time
 
     from solforge.search.budget import CHARGED_PHASES
 
-    holder = hold_slot("cpu", 15)
-    try:
-        t0 = time.monotonic()
-        r = run(ev, "tiny_good_pytorch.py", timeout_s=5)
-        assert r.status is Status.PASSED, r.message
-        assert time.monotonic() - t0 > 5.0
-    finally:
-        holder.wait(timeout=60)
+    monkeypatch.setenv("SOLFORGE_SLOTS", str(tmp_path))  # the judge and the holder's
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=60, timeout_s=60,
+                               seed=1)) as own:
+        # warm, as the module's evaluator is: a cold one's first runner may still be
+        # starting when the candidate's 5 s run out
+        assert run(own, "tiny_good_pytorch.py").status is Status.PASSED
+        holder = hold_slot("cpu", 15)
+        try:
+            t0 = time.monotonic()
+            r = run(own, "tiny_good_pytorch.py", timeout_s=5)
+            assert r.status is Status.PASSED, r.message
+            assert time.monotonic() - t0 > 5.0
+        finally:
+            holder.wait(timeout=60)
     assert r.phase_seconds.get("slot_wait", 0.0) > 5.0, r.phase_seconds
     assert "slot_wait" not in CHARGED_PHASES
     # the phases the wait interrupted are still there

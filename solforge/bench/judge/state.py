@@ -24,6 +24,7 @@ from solforge.bench.judge.guard import FileGuard, describe
 from solforge.bench.judge.memory import MemoryWatch
 from solforge.bench.measure import slots
 from solforge.bench.measure.slots import SLOT_WAIT, held_slot_env
+from solforge.bench.runner import zygote
 from solforge.bench.runner.handle import RunnerFailure, RunnerHandle
 from solforge.bench.runner.proctree import adopted_orphans, kill_tree, reap_all
 from solforge.bench.runner.sandbox import RunnerProcess, SandboxConfig, protect_judge
@@ -169,6 +170,7 @@ class Judge:
             for h in pool:
                 h.close()
         self.spares.clear()
+        zygote.close_all()
         reap_all()
 
 

@@ -6,10 +6,12 @@ open files, address space on a CPU device, a new network namespace, the read-onl
 filesystem view (``fsview.py``); then, by the caller, privileges dropped to ``nobody``
 (:func:`can_drop_privileges` says whether Python still runs so) or, on a hardened run
 (:func:`hardened`) that keeps uid 0, every capability given up (bounding, inheritable and
-ambient sets, :func:`_drop_capabilities`). Such a runner still owns what root owns (caches,
-its working directory) but no longer overrides other users' permissions: a cache directory
-owned by another user is read-only to it. After exec (:func:`enter_sandbox`): a private
-umask and a non-dumpable runner. On the judge's side: :func:`become_subreaper` and
+ambient sets, :func:`_drop_capabilities`); :func:`confine_child` is the runner's whole
+sequence, for an exec'd runner and a forked one (``zygote.py``) alike. Such a runner still
+owns what root owns (caches, its working directory) but no longer overrides other users'
+permissions: a cache directory owned by another user is read-only to it. After exec
+(:func:`enter_sandbox`; a forked runner there too): a private umask and a non-dumpable
+runner. On the judge's side: :func:`become_subreaper` and
 :func:`protect_judge` (a non-dumpable judge, whose memory and environment a runner without
 CAP_SYS_PTRACE cannot reach). :class:`SandboxConfig` holds the limits.
 
@@ -191,6 +193,29 @@ def set_limits(cfg: SandboxConfig, device: str, view: fsview.View | None = None)
             fsview.enter(view)
         except OSError:
             pass
+
+
+def confine_child(cfg: SandboxConfig, device: str, view: fsview.View | None,
+                  cgroup: object | None, dropped: bool, strip_caps: bool) -> None:
+    """Every step a runner takes before its own code, in the child: its cgroup, the limits
+    and namespaces (:func:`set_limits`), then ``nobody`` (with a process limit) or, on a
+    hardened root run, no capabilities; no new privileges either way. Between fork and
+    exec for an exec'd runner (``sandbox.RunnerProcess``), right after the fork for one
+    forked by the runner zygote (``zygote.py``)."""
+    libc = _libc()
+    if cgroup is not None:
+        try:
+            cgroup.join()  # type: ignore[attr-defined]
+        except OSError:
+            pass
+    set_limits(cfg, device, view)
+    if dropped:
+        _drop_to_nobody()
+        resource.setrlimit(resource.RLIMIT_NPROC, (cfg.max_processes * 2,) * 2)
+    if libc is not None:
+        if strip_caps:
+            _drop_capabilities(libc)
+        libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def enter_sandbox(device: str = "cpu") -> None:

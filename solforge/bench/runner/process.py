@@ -1,8 +1,10 @@
 """The candidate runner: the only process that executes solution code.
 
 Started by the judge (``python -m solforge.bench.runner.process --fd N --device D``) inside the
-sandbox (see ``bench/runner/sandbox.py``), one runner per candidate. It speaks only over the private
-channel; its stdout/stderr are captured for the error message and prove nothing.
+sandbox (see ``bench/runner/sandbox.py``), one runner per candidate; on a CPU, forked
+instead from the judge's runner zygote (``zygote.py``), which ran :func:`preload` once.
+It speaks only over the private channel; its stdout/stderr are captured for the error
+message and prove nothing.
 
 The operations themselves (``load``, ``build``, ``run``, ``time``, ``fetch``,
 ``batch_prepare`` / ``batch_go``, ``trace``, ``profile``, ``exit``) are :class:`Runner`'s,
@@ -29,7 +31,8 @@ from typing import Any
 
 from solforge.bench.runner.operations import Runner
 
-__all__ = ["SLOT_WAIT_S", "Runner", "classify", "explain", "main", "serve"]
+__all__ = ["SLOT_WAIT_S", "Runner", "classify", "explain", "main", "preload", "run",
+           "serve"]
 
 
 def explain(exc: BaseException) -> str:
@@ -160,27 +163,42 @@ def _start_cuda(device: str) -> None:
     start()
 
 
+def preload() -> None:
+    """What a runner imports before it serves: torch, ``torch._dynamo`` (the policy
+    trace's dispatch mode imports it on first use: over a second of every evaluation when
+    paid there; a spare runner, or the zygote, pays it while it waits) and the modules
+    :func:`serve` snapshots. The runner zygote (``zygote.py``) runs it once and forks
+    CPU runners from the result."""
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+    from solforge.bench.measure import compare, inputs, timing  # noqa: F401
+    from solforge.bench.policy import rules  # noqa: F401
+    from solforge.bench.runner import channel, integrity  # noqa: F401
+
+
+def run(fd: int, device: str) -> None:
+    """The runner from its sandbox on: serve the judge on the channel ``fd``, then exit.
+    An exec'd runner comes here from :func:`main`, a forked one from the zygote."""
+    from solforge.bench.runner.channel import Channel
+    from solforge.bench.runner.confinement import enter_sandbox
+
+    enter_sandbox(device)
+    channel = Channel.from_fd(fd)
+    preload()
+    if device.startswith("cuda"):
+        _start_cuda(device)
+    serve(channel, device)
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="solforge candidate runner (internal)")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args(argv)
-    from solforge.bench.runner.channel import Channel
-    from solforge.bench.runner.sandbox import enter_sandbox
-
-    enter_sandbox(a.device)
-    channel = Channel.from_fd(a.fd)
-    import torch
-
-    # The policy trace (a TorchDispatchMode) imports torch._dynamo on first use: over a
-    # second of every evaluation when paid there; a spare runner pays it while it waits.
-    import torch._dynamo  # noqa: F401
-
-    if a.device.startswith("cuda"):
-        _start_cuda(a.device)
-    serve(channel, a.device)
-    sys.stdout.flush()
-    os._exit(0)
+    run(a.fd, a.device)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Containment for candidate code: how a runner process is started, watched and killed.
 
-:class:`RunnerProcess` starts one with all of the list below; :func:`capabilities` and
-:func:`containment_note` say what of it holds here. The steps themselves are
-``confinement.py``'s (limits, namespaces, privileges) and ``environment.py``'s.
+:class:`RunnerProcess` starts one with all of the list below (on a CPU it is forked from
+the judge's runner zygote, ``zygote.py``, which takes the same steps in the child);
+:func:`capabilities` and :func:`containment_note` say what of it holds here. The steps
+themselves are ``confinement.py``'s (limits, namespaces, privileges) and
+``environment.py``'s.
 
 What a runner gets (each applied where the OS allows it; :func:`capabilities` reports
 what actually holds on this machine, and evaluation records carry it):
@@ -50,9 +52,9 @@ channel, the timeout, the watchdogs and the kill.
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -70,6 +72,7 @@ from solforge.bench.runner.confinement import (
     _libc,
     become_subreaper,
     can_drop_privileges,
+    confine_child,
     enter_sandbox,
     fs_view_for,
     hardened,
@@ -79,6 +82,7 @@ from solforge.bench.runner.confinement import (
 from solforge.bench.runner.environment import QUIET_THREADS, judge_env, runner_env
 from solforge.bench.runner.output_tail import OutputTail
 from solforge.bench.runner.proctree import MANAGED, descendants, kill_tree
+from solforge.bench.runner.zygote import Forked, Zygote, zygote_for
 
 
 def capabilities() -> dict[str, bool]:
@@ -140,33 +144,55 @@ class RunnerProcess:
         self.strip_caps = os.geteuid() == 0 and not self.dropped and hardened(device)
         self.view = fs_view_for(cfg, device, [self.workdir])
         self.cgroup = cgroups.create(cfg.max_tasks)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "solforge.bench.runner.process", "--fd", str(fd),
-             "--device", device],
-            cwd=self.workdir, env=child_env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=self._preexec,
-        )
-        child_sock.close()
-        MANAGED.add(self.proc.pid)
+        argv = [sys.executable, "-m", "solforge.bench.runner.process", "--fd", str(fd),
+                "--device", device]
+        zygote = zygote_for(device, child_env, self.workdir, cfg.extra_env)
+        forked = zygote and self._fork(zygote, child_sock, child_env, argv)
+        self.proc: subprocess.Popen | Forked
+        if forked:
+            self.proc = forked
+        else:
+            self.proc = subprocess.Popen(
+                argv, cwd=self.workdir, env=child_env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=self._preexec,
+            )
+            child_sock.close()
+            MANAGED.add(self.proc.pid)
         self.output = OutputTail(self.proc.stdout)
 
+    def _fork(self, zygote: Zygote, child_sock: socket.socket, child_env: dict[str, str],
+              argv: list[str]) -> Forked | None:
+        """Ask the zygote for this runner; the exec'd way if it refuses or dies first."""
+        out_r, out_w = os.pipe()
+        status_r, status_w = os.pipe()
+        stdout = open(out_r, "rb")  # noqa: SIM115 - the output pump owns it
+
+        def fallback() -> subprocess.Popen:
+            return subprocess.Popen(
+                argv, cwd=self.workdir, env=child_env, pass_fds=(child_sock.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=out_w, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=self._preexec)
+
+        def settled() -> None:  # started one way or the other: only the child holds these
+            child_sock.close()
+            os.close(out_w)
+
+        request = {"workdir": str(self.workdir), "env": child_env, "config": self.config,
+                   "view": self.view, "cgroup": self.cgroup, "dropped": self.dropped,
+                   "strip_caps": self.strip_caps}
+        forked = zygote.spawn(request, (child_sock.fileno(), out_w, status_w), stdout,
+                              status_r, fallback, settled)
+        os.close(status_w)
+        if forked is None:
+            stdout.close()
+            os.close(status_r)
+            os.close(out_w)
+        return forked
+
     def _preexec(self) -> None:  # runs in the child between fork and exec
-        cfg = self.config
-        libc = _libc()
-        if self.cgroup is not None:
-            try:
-                self.cgroup.join()
-            except OSError:
-                pass
-        set_limits(cfg, self.device, self.view)
-        if self.dropped:
-            _drop_to_nobody()
-            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.max_processes * 2,) * 2)
-        if libc is not None:
-            if self.strip_caps:
-                _drop_capabilities(libc)
-            libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        confine_child(self.config, self.device, self.view, self.cgroup, self.dropped,
+                      self.strip_caps)
 
     @property
     def pid(self) -> int:
