@@ -379,7 +379,12 @@ _VARIANT_COST = 20.0
 def _variant_candidates(ctx: SearchContext, base: str | None):
     """On a GPU, the ``variant`` patterns' matches (``Pattern.variant``: the 3xTF32 GEMM)
     as a candidate of their own: with the base rewrite's other matches
-    (``<base>+<kind>``, derived from the base candidate), or alone where none is left."""
+    (``<base>+<kind>``, derived from the base candidate), or alone where none is left; and
+    that candidate replayed as a CUDA graph (``<name>+cuda_graphs``). A Triton launch
+    costs tens of microseconds of Python: KernelBench's ``3_DeepNarrowMLP`` (17 GEMMs of
+    about 65 us each) spent 2.1 ms a call on the host against 1.1 ms of kernels, and the
+    judge's clock check failed it (benchmarks/results/2026-12-06-h100-s22); the replay
+    launches them all at once."""
     if not ctx.gpu or not ctx.variant_matches:
         return
     if (cc := _capability(ctx.device)) is not None and cc < (8, 0):
@@ -406,8 +411,17 @@ def _variant_candidates(ctx: SearchContext, base: str | None):
                            extra_why=" The reference's fp32 GEMMs run on the tensor cores "
                                      "at fp32 accuracy (3xTF32), their bias and activation "
                                      "in the GEMM's epilogue.")
-    if c is not None:
-        yield c
+    if c is None:
+        return
+    yield c
+    g = _library_candidate(ctx, [*others, *variants], f"{name}+cuda_graphs", name,
+                           wrap=Wrap(cuda_graphs=True), extra_levers=("cuda_graphs",),
+                           extra_cost=_VARIANT_COST + COST["graphs"],
+                           extra_why=" The reference's fp32 GEMMs run on the tensor cores at "
+                                     "fp32 accuracy (3xTF32), replayed as a CUDA graph: no "
+                                     "launch gaps between the kernels.")
+    if g is not None:
+        yield g
 
 
 def _capability(device: str) -> tuple[int, int] | None:

@@ -134,6 +134,26 @@ def test_reference_differing_only_in_rounding_is_usable(ev):
     assert "not bitwise deterministic" in r.workloads[0].message, r.workloads[0].message
 
 
+def test_more_accurate_candidate_passes_by_float64_arbitration(ev):
+    """A candidate beyond the tolerance from a reference whose own rounding error is larger
+    still passes when it is the closer of the two to a float64 run of the reference, in
+    every trial and in the timed calls' checks; the record says how it was judged."""
+    r = run(ev, "cancelling_sum_exact.py", problem=PROBLEMS / "cancelling_sum.py")
+    assert r.status is Status.PASSED, r.message
+    w = r.workloads[0]
+    assert "float64 arbitration: trial 1 differs from the reference" in w.message, w.message
+    assert w.message.count("float64 arbitration") == 1, w.message
+    # the statistics stay those against the reference: far beyond 1e-4 on most rows
+    assert w.max_abs_error > 0.1 and w.mismatch_ratio > 0.5
+    assert w.golden_max_abs_error < 1e-4 < 0.1 < w.reference_golden_max_abs_error
+
+
+def test_less_accurate_candidate_is_not_rescued_by_float64_arbitration(ev):
+    r = run(ev, "cancelling_sum_off.py", problem=PROBLEMS / "cancelling_sum.py")
+    assert r.status is Status.INCORRECT_NUMERICAL, r.message
+    assert "further from it than the reference" in r.workloads[0].message
+
+
 def test_invalid_reference_broken_problem_file(ev):
     r = run(ev, "tiny_good_pytorch.py", problem=PROBLEMS / "broken_syntax.py")
     assert r.status is Status.INVALID_REFERENCE

@@ -168,6 +168,11 @@ def test_large_fp32_gemms_match_with_their_bias_and_activation(tmp_path):
     cands = {c.name: c for c in generate_candidates(ctx)[0]}
     base, both = cands["library"], cands["library+f32x3_gemm"]
     assert "linear_f32x3" not in base.source and both.parent == "library"
+    # and its CUDA-graph replay: Triton's launches cost host time a graph does not
+    graphed = cands["library+f32x3_gemm+cuda_graphs"]
+    assert graphed.parent == "library+f32x3_gemm" and "cuda_graphs" in graphed.levers
+    assert "@cuda_graphed" in graphed.source and graphed.source.count("linear_f32x3(") == 2
+    assert "cuda_graphs" not in both.levers and "@cuda_graphed" not in both.source
     forward = both.source.split("def forward")[1]
     assert forward.count("linear_f32x3(") == 2 and "softmax(" in forward
     assert "epilogue=['relu']" in forward and "epilogue=[('mul', 2.0)]" in forward
@@ -181,6 +186,7 @@ def test_large_fp32_gemms_match_with_their_bias_and_activation(tmp_path):
     cands = {c.name: c for c in generate_candidates(ctx)[0]}
     assert "library" in cands and "library+f32x3_gemm" not in cands
     assert cands["f32x3_gemm"].parent is None
+    assert cands["f32x3_gemm+cuda_graphs"].parent == "f32x3_gemm"
     assert "bias_act" not in cands["f32x3_gemm"].source.split("def forward")[1]
 
 

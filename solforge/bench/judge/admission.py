@@ -63,7 +63,7 @@ RETAIN_MB = 2048.0           # timing.RETAIN_BYTES: timed outputs the runner kee
 BATCH_MB = 2048.0            # timing.BATCH_MAX_BYTES: the host clock's prepared batch
 CALLS = 200                  # timing.TimingConfig.max_calls: timed calls at most
 CONTEXT_MB = 1024.0          # a CUDA context, cuBLAS/cuDNN handles and workspaces, L2 flush
-# the float64 golden at most (correctness.GOLDEN_MAX_ELEMENTS, 2**26 elements): the
+# the float64 golden at most (arbitration.GOLDEN_MAX_ELEMENTS, 2**26 elements): the
 # model, the inputs and the outputs in float64, the outputs' error terms (3 more)
 GOLDEN_MAX_MB = 6 * 8 * (1 << 26) / MB
 

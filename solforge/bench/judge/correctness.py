@@ -3,7 +3,8 @@
 :func:`correctness_trials`: ``trials`` rounds, each with fresh inputs from its own seed and
 the next of the problem's input distributions; the reference runs first on its own clone;
 the candidate gets another copy through the channel; its outputs are compared
-(``compare.py``); the inputs it was given must be unchanged afterwards; the first trial
+(``compare.py``; where they differ by numbers alone, a float64 run of the reference
+arbitrates: ``arbitration.py``); the inputs it was given must be unchanged afterwards; the first trial
 also checks the reference is deterministic, runs the candidate a second time on the same
 input and compares the two within the problem's tolerance (atomics and split-K may differ
 in the last bits; uninitialised memory or a race differs by more: ``nondeterministic``),
@@ -24,12 +25,16 @@ outputs are checked in the second half (``bench/judge/performance.py``).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
 
 from solforge.bench.judge import admission, probes
+from solforge.bench.judge.arbitration import (
+    ARBITRATED,
+    compare_or_arbitrate,
+    golden_errors,
+)
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.judge.outcome import (
     fail,
@@ -43,36 +48,6 @@ from solforge.bench.measure import inputs as I
 from solforge.bench.measure.compare import as_list, compare_outputs, same_outputs
 from solforge.bench.runner.handle import RunnerFailure
 from solforge.records import Status
-
-# the float64 golden is skipped when the outputs, the parameters or the floating inputs
-# have more elements than this (each then takes at most 512 MiB in float64)
-GOLDEN_MAX_ELEMENTS = 1 << 26
-
-
-def _golden(ref: Any, inputs: list[Any], seed: int, ref_out: Any, out: list[Any]
-            ) -> tuple[float | None, float | None]:
-    """Max abs error of the reference and of the candidate against a float64 reference."""
-    refs = as_list(ref_out)
-    n = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
-    params = sum(p.numel() for p in ref.parameters()) if isinstance(ref, torch.nn.Module) else 0
-    # the inputs too: an 8 GB input and a small output (an argmax, a sum over a dim) would
-    # take 16 GB more in float64
-    xs = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
-    if n == 0 or max(n, params, xs) > GOLDEN_MAX_ELEMENTS:
-        return None, None
-    if any(isinstance(r, torch.Tensor) and not r.is_floating_point() for r in refs):
-        return None, None
-    try:
-        g = copy.deepcopy(ref).double()
-        x64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-               for x in inputs]
-        gold = as_list(I.run_forward(g, x64, seed))
-        e_ref = max(float((r.double() - q.double()).abs().max()) for r, q in zip(refs, gold))
-        e_out = max(float((o.double() - q.double()).abs().max()) for o, q in zip(out, gold))
-        return e_ref, e_out
-    except Exception:
-        return None, None
-
 
 def _finite(out: Any) -> bool:
     return all(bool(torch.isfinite(o).all()) for o in as_list(out)
@@ -153,9 +128,13 @@ def _trial(ctx: WorkloadContext, t: int, dist: str) -> Status | None:
     if not unchanged(x, after or sent):
         return hacked(res, "input_mutation", "the solution modified its inputs in place")
     del reply, sent, after
-    cmp = compare_outputs(out, ref_out, problem, x)
-    if cmp.note and cmp.note not in res.message:  # index outputs a plain file implies
-        res.message = "; ".join(m for m in (res.message, cmp.note) if m)
+    cmp = compare_or_arbitrate(out, ref_out, ref, x, s, problem)
+    # index outputs a plain file implies; the first trial the float64 run arbitrated
+    if cmp.note and cmp.note not in res.message and not (
+            cmp.note.startswith(ARBITRATED) and ARBITRATED in res.message):
+        note = f"{ARBITRATED} trial {t + 1}{cmp.note[len(ARBITRATED):]}" \
+            if cmp.note.startswith(ARBITRATED) else cmp.note
+        res.message = "; ".join(m for m in (res.message, note) if m)
     if t == 0 and cmp.ok:
         status = _second_run(ctx, x, s, out, ref_out)
         if status is not None:
@@ -168,7 +147,7 @@ def _trial(ctx: WorkloadContext, t: int, dist: str) -> Status | None:
     res.error_by_distribution[dist] = [max(seen[0], cmp.max_abs_error),
                                        max(seen[1], cmp.max_rel_error)]
     if t == 0:
-        res.reference_golden_max_abs_error, res.golden_max_abs_error = _golden(
+        res.reference_golden_max_abs_error, res.golden_max_abs_error = golden_errors(
             ref, x, s, ref_out, out)
     if not cmp.ok:
         return fail(res, cmp.status, f"trial {t + 1} ({dist} inputs): {cmp.message}")

@@ -4,7 +4,8 @@ correctness, is ``correctness.py``).
 :func:`timing_checks`: the runner times the candidate (``timing.py``) on clones of a small
 pool of input sets, perturbed per call by seeds the judge chose; the judge then fetches the
 outputs of a few timed calls (the last always among them), rebuilds exactly those inputs
-and checks them against the reference; it times the baselines in its own process with the
+and checks them against the reference (a difference in numbers alone is arbitrated by a
+float64 run, as in the trials: ``arbitration.py``); it times the baselines in its own process with the
 same function and the same seeds (cached), with the runner frozen (SIGSTOP: nothing of the
 candidate runs meanwhile) and its own files checked first (compiling a baseline imports
 code the candidate could have rewritten); it measures the candidate with its own wall clock
@@ -17,7 +18,9 @@ launches for the timing: the input pool, the baselines' warm-up).
 Memory: beside its pool the judge holds one more input set at a time (the copy the runner
 reads, one rebuilt call's inputs), two in its baselines' timing loop (the last call's and
 the next's); before the runner's timing loop and its batch it gives its cached blocks back
-to the driver (``memory.hand_over``). ``admission.phases`` counts the same.
+to the driver (``memory.hand_over``). ``admission.phases`` counts the same, except a
+float64 arbitration of a timed output (``admission``'s golden term is the correctness
+phase's): one that runs out of memory leaves the comparison with the reference standing.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from typing import Any
 import torch
 
 from solforge.bench.judge import memory, probes
+from solforge.bench.judge.arbitration import compare_or_arbitrate
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.judge.outcome import for_runner, hacked, owned, runner_failed
 from solforge.bench.measure import inputs as I
 from solforge.bench.measure import pinning
-from solforge.bench.measure.compare import as_list, compare_outputs
+from solforge.bench.measure.compare import as_list
 from solforge.bench.measure.slots import device_slot, not_the_candidates_time
 from solforge.bench.measure.timing import (
     RETAIN_BYTES,
@@ -269,7 +273,7 @@ def _timed_outputs(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int]
     for i in picks:
         xi = fresh_inputs(pool[i % len(pool)], seeds[i])
         want = I.run_forward(ctx.ref, xi, ctx.seed)
-        cmp = compare_outputs(owned(kept[i]), want, ctx.problem, xi)
+        cmp = compare_or_arbitrate(owned(kept[i]), want, ctx.ref, xi, ctx.seed, ctx.problem)
         del xi, want  # one rebuilt input set at a time beside the pool
         if not cmp.ok:
             return hacked(res, "timed_output_mismatch",
@@ -302,8 +306,8 @@ def _host_batch(ctx: WorkloadContext, pool: list[list[Any]]) -> Status | None:
         return runner_failed(res, e)
     res.host_ms = max(wall - min(floor), 0.0) * 1e3 / m
     last = fresh_inputs(pool[(m - 1) % len(pool)], seeds[-1])
-    cmp = compare_outputs(owned(reply["outputs"]), I.run_forward(ctx.ref, last, seed),
-                          ctx.problem, last)
+    cmp = compare_or_arbitrate(owned(reply["outputs"]), I.run_forward(ctx.ref, last, seed),
+                               ctx.ref, last, seed, ctx.problem)
     if not cmp.ok:
         return hacked(res, "batch_output_mismatch",
                      f"the last call of a back-to-back batch returned a wrong result "

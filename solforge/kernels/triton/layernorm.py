@@ -68,15 +68,24 @@ ONE_PASS_MAX = 65536
 # kernel holds; under the interpreter a short length, so CPU tests reach the cooperative
 # cut with small shapes while the shapes up to 512 keep exercising today's paths
 COOP_MIN = 512 if INTERPRET else ONE_PASS_MAX
+# whether long rows take the cooperative path by default on a GPU: no. KernelBench's
+# 40_LayerNorm (16 rows of 4,194,304) took 0.410 ms there against 0.289 ms in the
+# two-launch path on an H100 (0.417 ms without the L2 hints; benchmarks/results/
+# 2026-12-06-h100-s22/probes/norm_probe.json), and its kept solution fell from 1.53x
+# (session 20, two-launch) to 1.09x. No LayerNorm shape measured so far favours it;
+# ``cooperative=True`` still takes it (the probe's comparison)
+COOP_DEFAULT_GPU = False
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, eps: float = 1e-5,
                normalized_shape: Sequence[int] | None = None, *,
-               cooperative: bool = True) -> torch.Tensor:
+               cooperative: bool | None = None) -> torch.Tensor:
     """``F.layer_norm(x, normalized_shape, weight, bias, eps)``, over the last dim when
-    ``normalized_shape`` is None; output in ``x``'s dtype. ``cooperative=False`` keeps
-    long rows off the one-read path, for comparison with the two-launch one."""
+    ``normalized_shape`` is None; output in ``x``'s dtype. ``cooperative``: whether rows
+    longer than ``COOP_MIN`` take the one-read cooperative path (True) or the two-launch
+    one (False); None, the default, takes it on a CPU and under the interpreter and, on a
+    GPU, as ``COOP_DEFAULT_GPU`` says (measured slower there: off)."""
     ns = (x.shape[-1],) if normalized_shape is None else tuple(int(d) for d in normalized_shape)
     if not ns or x.dim() < len(ns) or tuple(x.shape[x.dim() - len(ns):]) != ns:
         raise ValueError(f"layer_norm over {ns} of an input of shape {tuple(x.shape)}: the "
@@ -96,6 +105,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None,
     b = bias.contiguous().view(n) if bias is not None else None
     plan = row_norm.plan(r, n, sm_count(str(x.device)), INTERPRET or x.device.type != "cuda",
                          max_tile=COOP_MIN)
+    if cooperative is None:
+        cooperative = COOP_DEFAULT_GPU or INTERPRET or x.device.type != "cuda"
     if cooperative and plan.kind in ("coop", "pieces"):
         row_norm.norm_rows(rows, y, row_norm.MEAN_VAR, eps, w, b, row_norm.PER_COLUMN,
                            row_plan=plan)

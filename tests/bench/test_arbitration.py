@@ -1,0 +1,102 @@
+"""The float64 arbitration (``bench/judge/arbitration.py``) on hand-made answers: who it
+rescues, who it does not, and where it stays out of the way."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from solforge.bench.judge import arbitration
+from solforge.bench.judge.arbitration import arbitrate, compare_or_arbitrate
+from solforge.problems import load_problem
+from solforge.records.evaluation import Status
+from tests.conftest import PROBLEMS
+
+SUM = load_problem(PROBLEMS / "cancelling_sum.py")
+
+
+class Shifted(nn.Module):
+    """The fixture's reference: an fp32 sum that rounds by about 0.4 a row."""
+
+    def forward(self, x):
+        return (x + 1000.0).sum(dim=1) - 1000.0 * x.shape[1]
+
+
+def _case(seed: int = 0):
+    x = torch.randn(64, 4096, generator=torch.Generator().manual_seed(seed))
+    ref = Shifted()
+    return ref, [x], ref(x)
+
+
+def test_the_closer_answer_passes_and_says_why():
+    ref, x, want = _case()
+    exact = x[0].double().sum(dim=1).float()
+    c = compare_or_arbitrate(exact, want, ref, x, 0, SUM)
+    assert c.ok
+    assert c.note.startswith(arbitration.ARBITRATED) and "at least as close" in c.note
+    assert c.max_abs_error > 0.1  # the statistics stay those against the reference
+    v = arbitrate(exact, want, ref, x, 0, SUM)
+    assert v.ok and v.candidate_mismatches == 0 < v.reference_mismatches
+    assert v.candidate_max_abs < 1e-4 < v.reference_max_abs and v.elements == 64
+
+
+@pytest.mark.parametrize("shift", [1.0, -1.0])
+def test_an_answer_further_than_the_reference_fails(shift):
+    ref, x, want = _case()
+    off = x[0].double().sum(dim=1).float() + shift
+    c = compare_or_arbitrate(off, want, ref, x, 0, SUM)
+    assert c.status is Status.INCORRECT_NUMERICAL
+    assert "further from it than the reference" in c.message
+
+
+def test_an_answer_wrong_on_one_row_fails_though_it_is_exact_elsewhere():
+    ref, x, want = _case()
+    out = x[0].double().sum(dim=1).float()
+    out[5] += 2.0  # beyond the reference's own worst error: the max decides
+    assert not compare_or_arbitrate(out, want, ref, x, 0, SUM).ok
+
+
+def test_nan_where_float64_has_none_fails():
+    ref, x, want = _case()
+    out = x[0].double().sum(dim=1).float()
+    out[3] = float("nan")
+    c = compare_or_arbitrate(out, want, ref, x, 0, SUM)
+    assert c.status is Status.INCORRECT_NUMERICAL
+
+
+def test_within_the_tolerance_of_the_reference_needs_no_float64_run(monkeypatch):
+    ref, x, want = _case()
+    monkeypatch.setattr(arbitration, "float64_outputs",
+                        lambda *a: pytest.fail("float64 run for a passing answer"))
+    assert compare_or_arbitrate(want.clone(), want, ref, x, 0, SUM).ok
+
+
+def test_shape_and_integer_outputs_are_not_arbitrated():
+    ref, x, want = _case()
+    c = compare_or_arbitrate(want[:10], want, ref, x, 0, SUM)
+    assert c.status is Status.INCORRECT_SHAPE
+    idx = torch.arange(64)
+    assert arbitrate(idx + 1, idx, ref, x, 0, SUM) is None
+
+
+def test_too_large_for_float64_is_not_arbitrated(monkeypatch):
+    ref, x, want = _case()
+    monkeypatch.setattr(arbitration, "GOLDEN_MAX_ELEMENTS", 1000)
+    exact = x[0].double().sum(dim=1).float()
+    assert arbitrate(exact, want, ref, x, 0, SUM) is None
+    assert compare_or_arbitrate(exact, want, ref, x, 0, SUM).status \
+        is Status.INCORRECT_NUMERICAL
+
+
+def test_a_reference_that_cannot_run_in_float64_is_not_arbitrated():
+    class Float32Only(Shifted):
+        def forward(self, x):
+            if x.dtype is not torch.float32:
+                raise TypeError("float32 only")
+            return super().forward(x)
+
+    _, x, want = _case()
+    exact = x[0].double().sum(dim=1).float()
+    assert arbitrate(exact, want, Float32Only(), x, 0, SUM) is None
+    assert not compare_or_arbitrate(exact, want, Float32Only(), x, 0, SUM).ok
