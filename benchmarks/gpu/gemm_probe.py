@@ -141,7 +141,14 @@ def main() -> int:
         for i, s in enumerate(args.shapes.split(";")):
             m, n, k, *b = (int(v) for v in s.split(","))
             shapes.append((f"shape{i}", m, n, k, b[0] if b else 1, False))
-    rows = []
+    rows: list[dict] = []
+    info = {"device": torch.cuda.get_device_name() if GPU else "cpu (dry run)",
+            "torch": torch.__version__, "rows": rows}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except ImportError:
+        pass
     for shape in shapes:
         t = time.time()
         try:
@@ -151,13 +158,9 @@ def main() -> int:
         row["probe_s"] = round(time.time() - t, 1)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    info = {"device": torch.cuda.get_device_name() if GPU else "cpu (dry run)",
-            "torch": torch.__version__, "rows": rows}
-    try:
-        import triton
-        info["triton"] = triton.__version__
-    except ImportError:
-        pass
+        # after every shape: a timeout (session 22's 150 s: max-autotune took 54 s on the
+        # first shape) keeps the rows measured so far
+        Path(args.json).write_text(json.dumps(info, indent=1))
     Path(args.json).write_text(json.dumps(info, indent=1))
     return 0
 

@@ -354,11 +354,24 @@ def norm_rows(rows: torch.Tensor, y: torch.Tensor, stat: int, eps: float = 0.0,
     return cnt
 
 
-def div_by_row_norm(x: torch.Tensor, norm: str, *, cooperative: bool = True) -> torch.Tensor:
+# whether :func:`div_by_row_norm` takes the cooperative path by default on a GPU: no. At
+# KernelBench 38/39's size (32768 rows of 65535) it took 11.1 ms (L1) and 11.0 ms (L2)
+# against 10.4 and 10.9 ms in two launches on an H100, and eager's L2 took 9.8 ms
+# (benchmarks/results/2026-12-06-h100-s22/probes/norm_probe.json). GroupNorm and
+# InstanceNorm keep it (6.3 and 5.5 ms against 7.3 ms in two launches there).
+DIV_COOP_DEFAULT_GPU = False
+
+
+def div_by_row_norm(x: torch.Tensor, norm: str, *, cooperative: bool | None = None
+                    ) -> torch.Tensor:
     """``x`` divided by a statistic of its last dim: ``norm="mean_abs"`` is ``x /
     x.abs().mean(-1, keepdim=True)``, ``norm="l2"`` is ``x / torch.norm(x, p=2, dim=-1,
     keepdim=True)``; computed in fp32, the statistic rounded to ``x``'s dtype as PyTorch's
-    is, the output in ``x``'s dtype. ``cooperative`` as for ``norm_rows``."""
+    is, the output in ``x``'s dtype. ``cooperative`` as for ``norm_rows``; None, the
+    default, is True on a CPU and under the interpreter and ``DIV_COOP_DEFAULT_GPU`` on a
+    GPU (measured slower there: off)."""
+    if cooperative is None:
+        cooperative = DIV_COOP_DEFAULT_GPU or INTERPRET or x.device.type != "cuda"
     stats = {"mean_abs": MEAN_ABS, "l2": L2}
     if norm not in stats:
         raise ValueError(f"unknown row norm {norm!r}; use one of {', '.join(stats)}")
