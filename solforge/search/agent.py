@@ -104,6 +104,7 @@ from solforge.search.budget import (
     roofline_fraction,
 )
 from solforge.search.candidates import (
+    BASELINE_PROGRAMS,
     Candidate,
     baseline_first,
     generate_candidates,
@@ -247,7 +248,7 @@ def _search(s: SearchState) -> WorkerResult:
         return result.model_copy(update={"status": "failed", "message": msg})
     winner, final = None, None
     for c in ranked[:config.verdict_tries]:
-        final = s.verdict(s.attempts[c.name])
+        final = s.verdict(s.attempts[c.name], itself=BASELINE_PROGRAMS.get(c.name, ""))
         if final.passed:
             winner = c
             break

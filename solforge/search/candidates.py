@@ -259,6 +259,9 @@ def compile_out_of_tolerance(reference: EvaluationRecord) -> bool:
 
 # the candidate that is torch.compile's baseline as a solution (``families.compile_family``)
 BASELINE_CANDIDATE = "compile"
+# the candidates that are a baseline's own program, by the baseline they are: the final
+# verdict marks them (``EvaluationRecord.baseline_itself``)
+BASELINE_PROGRAMS = {"reference": "eager", BASELINE_CANDIDATE: "compile"}
 
 
 def baseline_first(rest: list[Candidate], reference: EvaluationRecord

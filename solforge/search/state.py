@@ -76,6 +76,13 @@ class SearchState:
         self.run.solution_path(self.name, attempt).write_text(c.source)
         return attempt
 
+    def _evaluate(self, path: Any, itself: str, overrides: dict[str, Any]
+                  ) -> EvaluationRecord:
+        record = self.evaluator.evaluate(self.problem, path, **overrides)
+        if itself and record.passed:
+            record.baseline_itself = itself
+        return record
+
     def earlier(self, attempt: int, kind: str) -> EvaluationRecord | None:
         if not self.config.resume:
             return None
@@ -86,11 +93,13 @@ class SearchState:
                 return EvaluationRecord.from_json(e["record"])
         return None
 
-    def verdict(self, attempt: int) -> EvaluationRecord:
+    def verdict(self, attempt: int, itself: str = "") -> EvaluationRecord:
         """The attempt's ``final`` evaluation (all workloads, a fresh runner, ``rounds``
         interleaved rounds with fresh baselines, the evaluator's own timing budget, at
         least ten trials from a fresh seed), recorded earlier or run now; a passing one
-        recorded on fewer fresh seeds is not a verdict (``verify.reverified``)."""
+        recorded on fewer fresh seeds is not a verdict (``verify.reverified``). ``itself``
+        ('eager' or 'compile'): the attempt is that baseline's own program, and a passing
+        record says so (``EvaluationRecord.baseline_itself``)."""
         final = self.earlier(attempt, "final")
         if final is not None and (not final.passed or reverified(final)):
             return final
@@ -98,7 +107,7 @@ class SearchState:
         # which would also retry compile baselines known to be unavailable or too slow to
         # warm up (``bench.slow_baselines``) while every other evaluator waits for the slot
         return self.evaluate(attempt, "final", reuse=False, workloads="all",
-                             rounds=self.config.rounds,
+                             rounds=self.config.rounds, itself=itself,
                              **reverify_overrides(self.evaluator.options))
 
     def explore_timing(self) -> dict[str, Any]:
@@ -108,13 +117,13 @@ class SearchState:
         return {"budget_ms": min(self.config.explore_budget_ms, opts.timing_budget_ms()),
                 "max_calls": min(self.config.explore_max_calls, opts.max_calls)}
 
-    def evaluate(self, attempt: int, kind: str, reuse: bool = True,
+    def evaluate(self, attempt: int, kind: str, reuse: bool = True, itself: str = "",
                  **overrides: Any) -> EvaluationRecord:
         found = self.earlier(attempt, kind) if reuse else None
         if found is not None:
             return found
         path = self.run.solution_path(self.name, attempt)
-        record = self.evaluator.evaluate(self.problem, path, **overrides)
+        record = self._evaluate(path, itself, overrides)
         for _ in range(self.config.oom_retries):
             if record.passed or OUT_OF_GPU_MEMORY not in record.message:
                 break
@@ -123,7 +132,7 @@ class SearchState:
             self.led.add_evaluation(self.name, record.to_json(), kind=f"{kind}_oom",
                                     attempt=attempt)
             self.event("retried", scope=kind, attempt=attempt, message=record.message[:300])
-            record = self.evaluator.evaluate(self.problem, path, **overrides)
+            record = self._evaluate(path, itself, overrides)
         self.led.add_evaluation(self.name, record.to_json(), kind=kind, attempt=attempt)
         self.event("evaluation", scope=kind, attempt=attempt, status=record.status.value,
                    speedup_vs_best=speedup_vs_best(record.to_json()),

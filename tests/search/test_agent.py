@@ -3,6 +3,8 @@ way ``solforge runs show`` and ``solforge export`` read it."""
 
 from __future__ import annotations
 
+import math
+
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -132,6 +134,18 @@ def test_the_result_says_what_was_kept_and_why(searched):
     rms = results["rmsnorm_llama3"]
     assert run.ledger.attempt(rms.attempt)["path"] == "candidate:reference"
     assert rms.message.startswith("no candidate beat the reference")
+    # the kept reference is eager's own program: its speedup is the baselines' own ratio,
+    # not a second timing of the same program
+    (final,) = run.ledger.evaluations("rmsnorm_llama3", kind="final")
+    assert final["record"]["baseline_itself"] == "eager"
+    want = [min(w["eager_ms"], w["compile_ms"] or math.inf) / w["eager_ms"]
+            for w in final["record"]["workloads"] if w["time_ms"]]
+    assert final["speedup_vs_best"] == pytest.approx(math.prod(want) ** (1 / len(want)))
+    kept = {name: run.ledger.attempt(res.attempt)["path"] for name, res in results.items()}
+    for name, path in kept.items():
+        if path not in ("candidate:reference", "candidate:compile"):
+            (other,) = run.ledger.evaluations(name, kind="final")
+            assert other["record"]["baseline_itself"] == ""
     skipped = {e["data"]["candidate"]: e["data"]["reason"]
                for e in run.ledger.events("skipped")}
     assert "max_candidates" in skipped["sdpa+compile"]

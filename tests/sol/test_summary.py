@@ -191,3 +191,28 @@ def test_summary_scores_only_the_timed_workloads():
     # a passing problem with no timed workload at all has no score, rather than 0
     only = summarize([_record("d", [untimed])], H200)
     assert only["sol_score_median"] is None
+
+
+def test_a_baselines_own_program_is_timed_as_that_baseline():
+    """The reference kept as it is (``baseline_itself='eager'``) reads 1.0 where eager is
+    the faster baseline, whatever its own second timing said, and compile's ratio to eager
+    where compile is faster: a real shortfall still shows."""
+    ref = _record("p", [_wl(time_ms=2.004, eager_ms=2.0, compile_ms=2.5)])
+    assert speedup_vs_best(ref) == pytest.approx(2.0 / 2.004)
+    ref.baseline_itself = "eager"
+    assert speedup_vs_best(ref) == 1.0
+    assert speedup_vs_best(ref.to_json()) == 1.0  # a ledger row reads the same
+    slower = _record("q", [_wl(time_ms=1.99, eager_ms=2.0, compile_ms=1.5)])
+    slower.baseline_itself = "eager"
+    assert speedup_vs_best(slower) == pytest.approx(0.75)
+    comp = _record("r", [_wl(time_ms=1.51, eager_ms=2.0, compile_ms=1.5),
+                         _wl(name="v", time_ms=3.0, eager_ms=3.1, compile_ms=3.0)])
+    comp.baseline_itself = "compile"
+    assert speedup_vs_best(comp) == 1.0
+    # a compile baseline outside the tolerance does not count: eager is the best
+    out = _record("s", [_wl(time_ms=2.1, eager_ms=2.0, compile_ms=1.0,
+                            compile_within_tolerance=False)])
+    out.baseline_itself = "eager"
+    assert speedup_vs_best(out) == 1.0
+    assert summarize([ref, slower], "cpu")["geomean_speedup_vs_best"] == \
+        pytest.approx(0.75 ** 0.5)
