@@ -75,7 +75,9 @@ def roofline_fraction(path: Path, device: torch.device, measured_ms: dict[str, f
         return {"fraction": None, "error": "; ".join(errors) or "no workload measured"}
     sol_total = sum(v["sol_ms"] * v["calls"] for v in per.values())
     measured = sum(v["measured_ms"] for v in per.values())
-    return {"fraction": round(min(1.0, sol_total / measured), 6),
+    # six significant digits, not six decimals: a small model on a CPU sits at 1e-4 of its
+    # bound, where six decimals kept two digits (0.00013 for 0.000130371)
+    return {"fraction": float(f"{min(1.0, sol_total / measured):.6g}"),
             "sol_ms": round(sol_total, 6), "measured_ms": round(measured, 6),
             "device": profile.name, "workloads": per,
             **({"error": "; ".join(errors)} if errors else {})}
