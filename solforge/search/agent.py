@@ -17,7 +17,10 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    When torch.compile's baseline beat the reference, the candidate that is that baseline
    (the reference compiled in the baseline's own mode) goes first and is owed: it is
    evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
-   cut never keeps a solution slower than the best baseline for want of it.
+   cut never keeps a solution slower than the best baseline for want of it. Likewise a
+   candidate of library kernels that passed but is host-bound (its calls take far longer
+   on the judge's clock than its kernels: Triton's launch path) owes its CUDA-graph replay
+   (``candidates.replay_of_host_bound``): the clock check may fail it at the verdict.
    The budgets scale with the reference's gap to speed of light and, for a problem taken
    from a model, with its share of the model's time (``budget.gap_scale``),
    and the exploration ends once a passing candidate reaches ``sol_done``.
@@ -110,6 +113,7 @@ from solforge.search.candidates import (
     generate_candidates,
     graphs_of_the_best_first,
     reorder_after_reference,
+    replay_of_host_bound,
     search_context,
     slow_compile_reason,
 )
@@ -366,6 +370,12 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
                             sol_score=record.sol_score,
                             roofline_fraction=roofline_fraction(record),
                             model_share=s.problem.model_share)
+            if record.passed and queue:
+                queue, owed = replay_of_host_bound(queue, c, record)
+                if owed is not None:
+                    s.owed.add(owed)
+                    s.event("reordered", names=[x.name for x in queue], owed=owed,
+                            host_bound=c.name)
             if c.family == "reference" and queue:
                 reordered, owed = baseline_first(reorder_after_reference(queue, record),
                                                  record)

@@ -448,6 +448,36 @@ class ModelNew(nn.Module):
 '''
 
 
+def test_a_host_bound_library_candidate_gets_its_replay_whatever_the_budget(
+        tmp_path, monkeypatch, ev):
+    """A library candidate whose calls are host-bound (on a GPU: Triton's launch path;
+    here the predicate is forced, a CPU's kernel time being its host clock) owes its
+    CUDA-graph replay: evaluated first, though its estimated cost is far past the budget
+    and a cheaper graph candidate would come first."""
+    monkeypatch.setattr(candidates_module, "host_bound", lambda record: record.passed)
+
+    def gen(ctx):
+        yield Candidate(name="fast", family="plug", levers=["library_kernel"], cost=1.5,
+                        source=RELU_ONCE, reasoning="relu once")
+        yield Candidate(name="graphs_of_reference", family="plug", levers=["cuda_graphs"],
+                        cost=1.6, source=RELU_ONCE + "# reference replayed\n",
+                        reasoning="graphs")
+        yield Candidate(name="fast+cuda_graphs", family="plug", parent="fast",
+                        levers=["library_kernel", "cuda_graphs"], cost=1e6,
+                        source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
+
+    run, res = search_with(tmp_path, monkeypatch, gen,
+                           SearchConfig(families=["reference", "plug"], rounds=1), ev)
+    led = run.ledger
+    assert [a["path"] for a in led.attempts()] == [
+        "candidate:reference", "candidate:fast", "candidate:fast+cuda_graphs"]
+    owed = [e["data"] for e in led.events("reordered") if e["data"].get("owed")]
+    assert owed and owed[0]["owed"] == "fast+cuda_graphs" and owed[0]["host_bound"] == "fast"
+    skipped = {e["data"]["candidate"]: e["data"]["reason"] for e in led.events("skipped")}
+    assert skipped == {"graphs_of_reference": "graph_candidates (1) reached"}
+    assert res.verdict == "PASSED"
+
+
 def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch, ev):
     """On the H200 no CUDA-graph candidate was kept on any of 28 problems (kernel time
     counts their copies, not their saved launch gaps), and two of them per problem held

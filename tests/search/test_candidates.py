@@ -335,3 +335,36 @@ def test_generators_by_import_path_and_a_broken_one_named(monkeypatch):
     assert errors["gone"].startswith("RegistryError: search generator 'gone': "
                                      "solforge_no_such_module:family could not be loaded: "
                                      "importing solforge_no_such_module failed")
+
+
+def test_a_host_bound_library_candidate_owes_its_graph_replay():
+    # KernelBench's 3_DeepNarrowMLP on an H100 (session 22): 17 Triton GEMMs, 1.10 ms of
+    # kernels, 2.1 ms a call on the judge's clock; its replay was skipped for the budget and
+    # the clock check failed the parent at the verdict
+    from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
+    from solforge.search.candidates import host_bound, replay_of_host_bound
+
+    def rec(time_ms, host_ms, status=Status.PASSED):
+        return EvaluationRecord(problem="p", solution="s", status=status, workloads=[
+            WorkloadResult(name="small", time_ms=None),  # correctness only: no figures
+            WorkloadResult(name="w", time_ms=time_ms, host_ms=host_ms)])
+
+    def c(name, parent=None, levers=()):
+        return Candidate(name=name, family="library", parent=parent, cost=1.0, source="",
+                         reasoning="", levers=list(levers))
+
+    gemm = c("f32x3_gemm", levers=("library_kernel", "fusion", "autotune"))
+    queue = [c("compile", levers=("compile",)), c("cuda_graphs", levers=("cuda_graphs",)),
+             c("f32x3_gemm+cuda_graphs", "f32x3_gemm", ("library_kernel", "cuda_graphs"))]
+    assert host_bound(rec(1.10, 2.11)) and not host_bound(rec(1.77, 1.82))
+    assert not host_bound(rec(0.01, 0.05))  # launch-bound, but under 0.2 ms a call
+    assert not host_bound(rec(1.10, 2.11, Status.INCORRECT_NUMERICAL))
+    out, owed = replay_of_host_bound(queue, gemm, rec(1.10, 2.11))
+    assert owed == "f32x3_gemm+cuda_graphs" == out[0].name
+    assert [x.name for x in out[1:]] == ["compile", "cuda_graphs"]
+    # device-bound, not a library candidate, or no replay of its own: nothing owed
+    assert replay_of_host_bound(queue, gemm, rec(1.10, 1.20)) == (queue, None)
+    compiled = c("compile", levers=("compile",))
+    assert replay_of_host_bound(queue, compiled, rec(1.10, 2.11)) == (queue, None)
+    other = c("library", levers=("library_kernel",))
+    assert replay_of_host_bound(queue, other, rec(1.10, 2.11)) == (queue, None)
