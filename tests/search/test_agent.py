@@ -448,6 +448,33 @@ class ModelNew(nn.Module):
 '''
 
 
+def _replays(lever: str, replay: str, replay_cost: float):
+    """A plug-in family: ``fast`` (its lever ``lever``), a cheap graph replay of the
+    reference, and ``replay`` (parent ``fast``, cost ``replay_cost``)."""
+    def gen(ctx):
+        yield Candidate(name="fast", family="plug", levers=[lever], cost=1.5,
+                        source=RELU_ONCE, reasoning="relu once")
+        yield Candidate(name="graphs_of_reference", family="plug", levers=["cuda_graphs"],
+                        cost=1.6, source=RELU_ONCE + "# reference replayed\n",
+                        reasoning="graphs")
+        yield Candidate(name=replay, family="plug", parent="fast",
+                        levers=[lever, "cuda_graphs"], cost=replay_cost,
+                        source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
+    return gen
+
+
+def _search_replays(tmp_path, monkeypatch, ev, gen, replay: str):
+    run, res = search_with(tmp_path, monkeypatch, gen,
+                           SearchConfig(families=["reference", "plug"], rounds=1), ev)
+    led = run.ledger
+    assert [a["path"] for a in led.attempts()] == [
+        "candidate:reference", "candidate:fast", f"candidate:{replay}"]
+    skipped = {e["data"]["candidate"]: e["data"]["reason"] for e in led.events("skipped")}
+    assert skipped == {"graphs_of_reference": "graph_candidates (1) reached"}
+    assert res.verdict == "PASSED"
+    return led
+
+
 def test_a_host_bound_library_candidate_gets_its_replay_whatever_the_budget(
         tmp_path, monkeypatch, ev):
     """A library candidate whose calls are host-bound (on a GPU: Triton's launch path;
@@ -455,53 +482,21 @@ def test_a_host_bound_library_candidate_gets_its_replay_whatever_the_budget(
     CUDA-graph replay: evaluated first, though its estimated cost is far past the budget
     and a cheaper graph candidate would come first."""
     monkeypatch.setattr(candidates_module, "host_bound", lambda record: record.passed)
-
-    def gen(ctx):
-        yield Candidate(name="fast", family="plug", levers=["library_kernel"], cost=1.5,
-                        source=RELU_ONCE, reasoning="relu once")
-        yield Candidate(name="graphs_of_reference", family="plug", levers=["cuda_graphs"],
-                        cost=1.6, source=RELU_ONCE + "# reference replayed\n",
-                        reasoning="graphs")
-        yield Candidate(name="fast+cuda_graphs", family="plug", parent="fast",
-                        levers=["library_kernel", "cuda_graphs"], cost=1e6,
-                        source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
-
-    run, res = search_with(tmp_path, monkeypatch, gen,
-                           SearchConfig(families=["reference", "plug"], rounds=1), ev)
-    led = run.ledger
-    assert [a["path"] for a in led.attempts()] == [
-        "candidate:reference", "candidate:fast", "candidate:fast+cuda_graphs"]
+    led = _search_replays(tmp_path, monkeypatch, ev,
+                          _replays("library_kernel", "fast+cuda_graphs", 1e6),
+                          "fast+cuda_graphs")
     owed = [e["data"] for e in led.events("reordered") if e["data"].get("owed")]
     assert owed and owed[0]["owed"] == "fast+cuda_graphs" and owed[0]["host_bound"] == "fast"
-    skipped = {e["data"]["candidate"]: e["data"]["reason"] for e in led.events("skipped")}
-    assert skipped == {"graphs_of_reference": "graph_candidates (1) reached"}
-    assert res.verdict == "PASSED"
 
 
 def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch, ev):
     """On the H200 no CUDA-graph candidate was kept on any of 28 problems (kernel time
     counts their copies, not their saved launch gaps), and two of them per problem held
     the device's slot for about 10 s: one is evaluated (``graph_candidates``), the replay
-    of the best candidate so far, whatever the estimated costs say."""
-    def gen(ctx):
-        yield Candidate(name="fast", family="plug", levers=["fusion"], cost=1.5,
-                        source=RELU_ONCE, reasoning="relu once")
-        # the cheaper graph replays the reference (no parent), the dearer one the winner
-        yield Candidate(name="graphs_of_reference", family="plug", levers=["cuda_graphs"],
-                        cost=1.6, source=RELU_ONCE + "# reference replayed\n",
-                        reasoning="graphs")
-        yield Candidate(name="graphs_of_fast", family="plug", parent="fast",
-                        levers=["fusion", "cuda_graphs"], cost=1.7,
-                        source=RELU_ONCE + "# fast replayed\n", reasoning="graphs")
-
-    run, res = search_with(tmp_path, monkeypatch, gen,
-                           SearchConfig(families=["reference", "plug"], rounds=1), ev)
-    led = run.ledger
-    assert [a["path"] for a in led.attempts()] == [
-        "candidate:reference", "candidate:fast", "candidate:graphs_of_fast"]
-    skipped = {e["data"]["candidate"]: e["data"]["reason"] for e in led.events("skipped")}
-    assert skipped == {"graphs_of_reference": "graph_candidates (1) reached"}
-    assert res.verdict == "PASSED"
+    of the best candidate so far (the dearer one here, the cheaper replaying the
+    reference), whatever the estimated costs say."""
+    _search_replays(tmp_path, monkeypatch, ev, _replays("fusion", "graphs_of_fast", 1.7),
+                    "graphs_of_fast")
 
 
 def test_graph_replays_ordered_by_their_bases_score():
