@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from solforge.bench.judge import arbitration
-from solforge.bench.judge.arbitration import arbitrate, compare_or_arbitrate
+from solforge.bench.judge.arbitration import Float64Run, arbitrate, compare_or_arbitrate
 from solforge.problems import load_problem
 from solforge.records.evaluation import Status
 from tests.conftest import PROBLEMS
@@ -32,11 +32,11 @@ def _case(seed: int = 0):
 def test_the_closer_answer_passes_and_says_why():
     ref, x, want = _case()
     exact = x[0].double().sum(dim=1).float()
-    c = compare_or_arbitrate(exact, want, ref, x, 0, SUM)
+    c = compare_or_arbitrate(exact, Float64Run(ref, x, 0, want), SUM)
     assert c.ok
     assert c.note.startswith(arbitration.ARBITRATED) and "at least as close" in c.note
     assert c.max_abs_error > 0.1  # the statistics stay those against the reference
-    v = arbitrate(exact, want, ref, x, 0, SUM)
+    v = arbitrate(exact, Float64Run(ref, x, 0, want), SUM)
     assert v.ok and v.candidate_mismatches == 0 < v.reference_mismatches
     assert v.candidate_max_abs < 1e-4 < v.reference_max_abs and v.elements == 64
 
@@ -45,7 +45,7 @@ def test_the_closer_answer_passes_and_says_why():
 def test_an_answer_further_than_the_reference_fails(shift):
     ref, x, want = _case()
     off = x[0].double().sum(dim=1).float() + shift
-    c = compare_or_arbitrate(off, want, ref, x, 0, SUM)
+    c = compare_or_arbitrate(off, Float64Run(ref, x, 0, want), SUM)
     assert c.status is Status.INCORRECT_NUMERICAL
     assert "further from it than the reference" in c.message
 
@@ -54,14 +54,14 @@ def test_an_answer_wrong_on_one_row_fails_though_it_is_exact_elsewhere():
     ref, x, want = _case()
     out = x[0].double().sum(dim=1).float()
     out[5] += 2.0  # beyond the reference's own worst error: the max decides
-    assert not compare_or_arbitrate(out, want, ref, x, 0, SUM).ok
+    assert not compare_or_arbitrate(out, Float64Run(ref, x, 0, want), SUM).ok
 
 
 def test_nan_where_float64_has_none_fails():
     ref, x, want = _case()
     out = x[0].double().sum(dim=1).float()
     out[3] = float("nan")
-    c = compare_or_arbitrate(out, want, ref, x, 0, SUM)
+    c = compare_or_arbitrate(out, Float64Run(ref, x, 0, want), SUM)
     assert c.status is Status.INCORRECT_NUMERICAL
 
 
@@ -69,23 +69,23 @@ def test_within_the_tolerance_of_the_reference_needs_no_float64_run(monkeypatch)
     ref, x, want = _case()
     monkeypatch.setattr(arbitration, "float64_outputs",
                         lambda *a: pytest.fail("float64 run for a passing answer"))
-    assert compare_or_arbitrate(want.clone(), want, ref, x, 0, SUM).ok
+    assert compare_or_arbitrate(want.clone(), Float64Run(ref, x, 0, want), SUM).ok
 
 
 def test_shape_and_integer_outputs_are_not_arbitrated():
     ref, x, want = _case()
-    c = compare_or_arbitrate(want[:10], want, ref, x, 0, SUM)
+    c = compare_or_arbitrate(want[:10], Float64Run(ref, x, 0, want), SUM)
     assert c.status is Status.INCORRECT_SHAPE
     idx = torch.arange(64)
-    assert arbitrate(idx + 1, idx, ref, x, 0, SUM) is None
+    assert arbitrate(idx + 1, Float64Run(ref, x, 0, idx), SUM) is None
 
 
 def test_too_large_for_float64_is_not_arbitrated(monkeypatch):
     ref, x, want = _case()
     monkeypatch.setattr(arbitration, "GOLDEN_MAX_ELEMENTS", 1000)
     exact = x[0].double().sum(dim=1).float()
-    assert arbitrate(exact, want, ref, x, 0, SUM) is None
-    assert compare_or_arbitrate(exact, want, ref, x, 0, SUM).status \
+    assert arbitrate(exact, Float64Run(ref, x, 0, want), SUM) is None
+    assert compare_or_arbitrate(exact, Float64Run(ref, x, 0, want), SUM).status \
         is Status.INCORRECT_NUMERICAL
 
 
@@ -98,5 +98,19 @@ def test_a_reference_that_cannot_run_in_float64_is_not_arbitrated():
 
     _, x, want = _case()
     exact = x[0].double().sum(dim=1).float()
-    assert arbitrate(exact, want, Float32Only(), x, 0, SUM) is None
-    assert not compare_or_arbitrate(exact, want, Float32Only(), x, 0, SUM).ok
+    assert arbitrate(exact, Float64Run(Float32Only(), x, 0, want), SUM) is None
+    assert not compare_or_arbitrate(exact, Float64Run(Float32Only(), x, 0, want), SUM).ok
+
+
+def test_a_trials_float64_run_serves_its_arbitration_and_its_statistics_once(monkeypatch):
+    ref, x, want = _case()
+    runs = []
+    real = arbitration.float64_outputs
+    monkeypatch.setattr(arbitration, "float64_outputs",
+                        lambda *a: runs.append(1) or real(*a))
+    exact = x[0].double().sum(dim=1).float()
+    run = Float64Run(ref, x, 0, want)
+    assert compare_or_arbitrate(exact, run, SUM).ok
+    e_ref, e_out = arbitration.golden_errors(run, [exact])
+    assert e_out < 1e-4 < 0.1 < e_ref
+    assert len(runs) == 1

@@ -36,6 +36,7 @@ draws random numbers (float64 draws differ from float32 ones: the comparison sta
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,15 +83,28 @@ def float64_outputs(ref: Any, inputs: list[Any], seed: int, ref_out: Any) -> lis
     return gold
 
 
-def golden_errors(ref: Any, inputs: list[Any], seed: int, ref_out: Any, out: list[Any]
-                  ) -> tuple[float | None, float | None]:
+class Float64Run:
+    """The reference's answer to one input set, run again in float64 at most once, when
+    first asked for (``outputs``: :func:`float64_outputs`): a trial's arbitration and its
+    record's error statistics share it."""
+
+    def __init__(self, ref: Any, inputs: list[Any], seed: int, ref_out: Any) -> None:
+        self.ref, self.inputs, self.seed, self.ref_out = ref, inputs, seed, ref_out
+
+    @functools.cached_property
+    def outputs(self) -> list[Any] | None:
+        return float64_outputs(self.ref, self.inputs, self.seed, self.ref_out)
+
+
+def golden_errors(run: Float64Run, out: list[Any]) -> tuple[float | None, float | None]:
     """Max abs error of the reference and of the candidate against the float64 run (None,
     None where there is none): the statistics a workload's record reports."""
-    gold = float64_outputs(ref, inputs, seed, ref_out)
+    gold = run.outputs
     if gold is None:
         return None, None
     try:
-        e_ref = max(float((r.double() - q).abs().max()) for r, q in zip(as_list(ref_out), gold))
+        e_ref = max(float((r.double() - q).abs().max())
+                    for r, q in zip(as_list(run.ref_out), gold))
         e_out = max(float((o.double() - q).abs().max()) for o, q in zip(as_list(out), gold))
     except Exception:
         return None, None
@@ -118,20 +132,16 @@ class Arbitration:
                 f"{verdict}")
 
 
-def arbitrate(out: Any, ref_out: Any, ref: Any, inputs: list[Any], seed: int,
-              problem: Problem) -> Arbitration | None:
+def arbitrate(out: Any, run: Float64Run, problem: Problem) -> Arbitration | None:
     """Both answers against the float64 run (see the module docstring), or None when the
     outputs cannot be arbitrated."""
-    outs, refs = as_list(out), as_list(ref_out)
+    outs, refs = as_list(out), as_list(run.ref_out)
     if len(outs) != len(refs) or not all(
             isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)
             and r.is_floating_point() and o.dtype == r.dtype and o.shape == r.shape
             for o, r in zip(outs, refs)):
         return None
-    try:
-        gold = float64_outputs(ref, inputs, seed, ref_out)
-    except torch.OutOfMemoryError:
-        return None
+    gold = run.outputs  # None where the run failed, out of memory included
     if gold is None:
         return None
     pc = problem.precision
@@ -151,16 +161,15 @@ def arbitrate(out: Any, ref_out: Any, ref: Any, inputs: list[Any], seed: int,
     return Arbitration(ok, bad_c, bad_r, max_c, max_r, n)
 
 
-def compare_or_arbitrate(out: Any, ref_out: Any, ref: Any, inputs: list[Any], seed: int,
-                         problem: Problem) -> Comparison:
-    """``compare_outputs(out, ref_out, problem, inputs)``; where that fails on numbers
-    alone, :func:`arbitrate` decides: a PASSED comparison whose ``note`` says so (the
-    error statistics stay those against the reference), or the failure with the float64
-    comparison added to its message."""
-    cmp = compare_outputs(out, ref_out, problem, inputs)
+def compare_or_arbitrate(out: Any, run: Float64Run, problem: Problem) -> Comparison:
+    """``compare_outputs(out, run.ref_out, problem, run.inputs)``; where that fails on
+    numbers alone, :func:`arbitrate` decides: a PASSED comparison whose ``note`` says so
+    (the error statistics stay those against the reference), or the failure with the
+    float64 comparison added to its message."""
+    cmp = compare_outputs(out, run.ref_out, problem, run.inputs)
     if cmp.ok or cmp.status is not Status.INCORRECT_NUMERICAL:
         return cmp
-    verdict = arbitrate(out, ref_out, ref, inputs, seed, problem)
+    verdict = arbitrate(out, run, problem)
     if verdict is None:
         return cmp
     if not verdict.ok:
@@ -172,5 +181,5 @@ def compare_or_arbitrate(out: Any, ref_out: Any, ref: Any, inputs: list[Any], se
                       cmp.mismatch_ratio, cmp.worst_factor, note=note)
 
 
-__all__ = ["ARBITRATED", "Arbitration", "GOLDEN_MAX_ELEMENTS", "arbitrate", "compare_or_arbitrate",
+__all__ = ["ARBITRATED", "Arbitration", "Float64Run", "GOLDEN_MAX_ELEMENTS", "arbitrate", "compare_or_arbitrate",
            "float64_outputs", "golden_errors"]

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from solforge.bench.judge import memory, probes
-from solforge.bench.judge.arbitration import compare_or_arbitrate
+from solforge.bench.judge.arbitration import Float64Run, compare_or_arbitrate
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.judge.outcome import for_runner, hacked, owned, runner_failed
 from solforge.bench.measure import inputs as I
@@ -273,7 +273,8 @@ def _timed_outputs(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int]
     for i in picks:
         xi = fresh_inputs(pool[i % len(pool)], seeds[i])
         want = I.run_forward(ctx.ref, xi, ctx.seed)
-        cmp = compare_or_arbitrate(owned(kept[i]), want, ctx.ref, xi, ctx.seed, ctx.problem)
+        cmp = compare_or_arbitrate(owned(kept[i]), Float64Run(ctx.ref, xi, ctx.seed, want),
+                                   ctx.problem)
         del xi, want  # one rebuilt input set at a time beside the pool
         if not cmp.ok:
             return hacked(res, "timed_output_mismatch",
@@ -306,8 +307,8 @@ def _host_batch(ctx: WorkloadContext, pool: list[list[Any]]) -> Status | None:
         return runner_failed(res, e)
     res.host_ms = max(wall - min(floor), 0.0) * 1e3 / m
     last = fresh_inputs(pool[(m - 1) % len(pool)], seeds[-1])
-    cmp = compare_or_arbitrate(owned(reply["outputs"]), I.run_forward(ctx.ref, last, seed),
-                               ctx.ref, last, seed, ctx.problem)
+    exact = Float64Run(ctx.ref, last, seed, I.run_forward(ctx.ref, last, seed))
+    cmp = compare_or_arbitrate(owned(reply["outputs"]), exact, ctx.problem)
     if not cmp.ok:
         return hacked(res, "batch_output_mismatch",
                      f"the last call of a back-to-back batch returned a wrong result "
