@@ -78,9 +78,12 @@ def _workload(ctx: WorkloadContext, solution_path: Any) -> WorkloadResult:
         if e.flag:
             res.flags.append(e.flag)
         return _set(res, e.status, e.message)
-    # On a GPU the trials and the traced call hold the device's slot too: their kernels
-    # would time-slice with a kernel another evaluator is measuring on the same device
-    gpu = device_slot(opts.device) if device.type == "cuda" else contextlib.nullcontext()
+    # On a GPU the trials and the traced call hold the device's slot too, shared: their
+    # kernels would time-slice with a kernel another evaluator is measuring on the same
+    # device, not with other evaluators' trials (no measurement sees those; the traced
+    # call's profiler records this process's kernels only)
+    gpu = device_slot(opts.device, shared=True) if device.type == "cuda" \
+        else contextlib.nullcontext()
     with gpu:
         status = correctness_trials(ctx)
         _measured(ctx)

@@ -9,15 +9,24 @@ runs and agents in other processes queue for it too; the OS releases it when its
 dies (``kill -9`` included), so a crash never leaves a slot taken.
 
 On a GPU the correctness trials and the policy's traced call hold the slot as well: their
-kernels would otherwise time-slice with a kernel another evaluator is measuring. Builds,
-imports and reference construction do not take it; they overlap another candidate's
-timing on the CPU side only. On a CPU device the slot serialises timing the same way (the
-trials there are CPU work like everything else and do not take it).
+kernels would otherwise time-slice with a kernel another evaluator is measuring. They hold
+it **shared** (``device_slot(..., shared=True)``): several evaluators' trials run on the
+GPU at once (their kernels time-slice with each other, which no measurement sees), while
+a timing, a baseline's compile and warm-up, a runner's CUDA start-up and an agent's
+command hold it **exclusively** (the default): no other holder, shared or not, runs
+beside them. An exclusive request that is waiting closes the gate to new shared holders
+(a second lock file, ``<device>.gate``), so a steady stream of trials never starves a
+timing: it waits only for the trials already running. Builds, imports and reference
+construction take neither; they overlap another candidate's timing on the CPU side only.
+On a CPU device the slot serialises timing the same way (the trials there are CPU work
+like everything else and do not take it).
 
 Every hold is appended to a log beside the lock (``held_intervals``), which is how the
 throughput benchmark measures how busy a device was.
 
-Not covered: other users' processes on the same GPU that do not use solforge; processes
+Not covered: other users' processes on the same GPU that do not use solforge; a process
+that holds the slot shared and then asks for it exclusively (refused with an error: a
+lock cannot be upgraded without a window another holder could take); processes
 that see different slot directories (a different ``SOLFORGE_SLOTS``, or another user when
 the shared directory is not writable to both: each then falls back to a directory of its
 own uid and they no longer queue together).
@@ -35,7 +44,8 @@ from pathlib import Path
 
 from solforge import env
 
-_HELD: dict[str, int] = {}
+# the slots this process holds: lock path -> [nesting depth, shared?]
+_HELD: dict[str, list] = {}
 # Set for a command run while its parent holds the slot (``slot_env``): the command's own
 # evaluations (an agent running `solforge bench` in its shell) are inside that hold already
 # and must not wait for it, which would be a deadlock until the command's timeout.
@@ -43,6 +53,8 @@ HELD_ENV = env.SLOT_HELD
 # Purposes a hold is logged with: evaluation work, or a runner's CUDA start-up.
 EVALUATION = "evaluation"
 RUNNER_START = "runner_start"
+# How a shared hold is marked in the log (after its purpose)
+SHARED = "shared"
 # The phase an evaluation is in while it waits for the slot (``wait_hook``)
 SLOT_WAIT = "slot_wait"
 # Called with True when this process starts waiting for a slot another process holds, and
@@ -103,24 +115,28 @@ def _lock_path(device: str) -> str:
     return str(d / f"{name}.lock")
 
 
-def _log(lock_path: str, start: float, end: float, purpose: str) -> None:
-    """Append the hold to ``<slot>.log`` (wall-clock seconds, pid, purpose): how busy a
-    device was, and with what."""
+def _log(lock_path: str, start: float, end: float, purpose: str, shared: bool = False) -> None:
+    """Append the hold to ``<slot>.log`` (wall-clock seconds, pid, purpose, and ``shared``
+    for a shared hold): how busy a device was, and with what. Shared holds overlap each
+    other: a busy fraction takes the union of the intervals."""
     log = lock_path[:-len(".lock")] + ".log"
     try:
         # bounded: a busy machine starts a fresh log rather than filling the disk
         big = os.path.exists(log) and os.path.getsize(log) > (16 << 20)
         fd = _open(log, os.O_WRONLY | (os.O_TRUNC if big else os.O_APPEND))
         with os.fdopen(fd, "w") as f:
-            f.write(f"{start:.6f} {end:.6f} {os.getpid()} {purpose}\n")
+            f.write(f"{start:.6f} {end:.6f} {os.getpid()} {purpose}"
+                    f"{' ' + SHARED if shared else ''}\n")
     except OSError:
         pass
 
 
-def held_intervals(device: str, since: float = 0.0, exclude: tuple[str, ...] = ()
-                   ) -> list[tuple[float, float]]:
+def held_intervals(device: str, since: float = 0.0, exclude: tuple[str, ...] = (),
+                   shared: bool | None = None) -> list[tuple[float, float]]:
     """The (start, end) wall-clock intervals ``device``'s slot was held, since ``since``,
-    leaving out holds whose purpose is in ``exclude`` (e.g. ``RUNNER_START``)."""
+    leaving out holds whose purpose is in ``exclude`` (e.g. ``RUNNER_START``); with
+    ``shared`` True or False, only the shared or only the exclusive holds. Shared holds
+    may overlap each other."""
     log = _lock_path(device)[:-len(".lock")] + ".log"
     out = []
     try:
@@ -128,7 +144,9 @@ def held_intervals(device: str, since: float = 0.0, exclude: tuple[str, ...] = (
             for line in f:
                 a, b, _pid, *rest = line.split()
                 purpose = rest[0] if rest else EVALUATION
-                if float(b) >= since and purpose not in exclude:
+                was_shared = SHARED in rest[1:]
+                if float(b) >= since and purpose not in exclude and \
+                        (shared is None or shared == was_shared):
                     out.append((float(a), float(b)))
     except (OSError, ValueError):
         pass
@@ -181,54 +199,94 @@ def not_the_candidates_time() -> Iterator[None]:
             _WAITED[0] += time.monotonic() - t0
 
 
+def _take(fd: int, gate: int, shared: bool, gated: list[bool]) -> bool:
+    """One non-blocking try at the slot; True when it is held. Shared: only while no
+    exclusive request waits (the gate is free), then the slot shared. Exclusive: the gate
+    first (kept, ``gated``, while it waits: no new shared holder gets in), then the slot."""
+    if shared:
+        try:
+            fcntl.flock(gate, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a timing waits: it goes first
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+    if not gated[0]:
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            gated[0] = True
+        except BlockingIOError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(gate, fcntl.LOCK_UN)
+    gated[0] = False
+    return True
+
+
 @contextlib.contextmanager
-def device_slot(device: str, timeout_s: float | None = None, purpose: str = EVALUATION
-                ) -> Iterator[float]:
+def device_slot(device: str, timeout_s: float | None = None, purpose: str = EVALUATION,
+                shared: bool = False) -> Iterator[float]:
     """Hold ``device``'s slot for the block; yields the seconds spent waiting for it.
 
-    Re-entrant within a process (a judge timing both a candidate and its baselines), and
-    inside a process tree whose root holds it and said so (``slot_env``).
+    ``shared``: beside other shared holders, never beside an exclusive one (see the module
+    docstring); the default is exclusive. Re-entrant within a process (a judge timing both
+    a candidate and its baselines: a nested request of either kind inside an exclusive
+    hold, or a shared one inside a shared hold), and inside a process tree whose root
+    holds it and said so (``slot_env``). An exclusive request inside this process's own
+    shared hold raises ``RuntimeError``.
     """
     path = _lock_path(device)
     if _held_by_parent(path):
         yield 0.0
         return
     if path in _HELD:
-        _HELD[path] += 1
+        if _HELD[path][1] and not shared:
+            raise RuntimeError(f"{device}'s slot is held shared by this process: it cannot "
+                               "be taken exclusively inside that hold (end the shared "
+                               "block first)")
+        _HELD[path][0] += 1
         try:
             yield 0.0
         finally:
-            _HELD[path] -= 1
+            _HELD[path][0] -= 1
         return
     fd = _open(path, os.O_RDWR)
+    gate = _open(path[:-len(".lock")] + ".gate", os.O_RDWR)
+    gated = [False]
     t0 = time.monotonic()
     waiting = False
     try:
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if not waiting and wait_hook is not None:
-                        wait_hook(True)
-                    waiting = True
-                    if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-                        raise TimeoutError(
-                            f"{device}'s timing slot stayed busy for {timeout_s} s") from None
-                    time.sleep(0.01)
+            while not _take(fd, gate, shared, gated):
+                if not waiting and wait_hook is not None:
+                    wait_hook(True)
+                waiting = True
+                if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+                    raise TimeoutError(
+                        f"{device}'s timing slot stayed busy for {timeout_s} s") from None
+                time.sleep(0.01)
         finally:
+            if gated[0]:  # gave up while holding the gate: open it again
+                fcntl.flock(gate, fcntl.LOCK_UN)
             if waiting and wait_hook is not None:
                 wait_hook(False)
         if waiting and not _STOPPED[0]:  # inside a stopped block it counts once, there
             _WAITED[0] += time.monotonic() - t0
-        _HELD[path] = 1
+        _HELD[path] = [1, shared]
         start = time.time()
         try:
             yield time.monotonic() - t0
         finally:
             del _HELD[path]
-            _log(path, start, time.time(), purpose)
+            _log(path, start, time.time(), purpose, shared)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
+        os.close(gate)
         os.close(fd)
