@@ -31,7 +31,9 @@ from solforge.problems.loader import import_file
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord
 from solforge.registry import lookup
+from solforge.sol.units import TF32X3
 from solforge.search.match import Match, find_matches
+from solforge.search.patterns.gemm_f32x3 import KIND as F32X3_KIND
 from solforge.search.trace import TracedReference, TraceError, preload_compiler, trace_reference
 
 # The fixed lever vocabulary: what a kept solution says it used, so a summary can
@@ -218,6 +220,12 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
       time, where a graph's copies in and out count and its gain (no launch gaps) does
       not show, so X replayed as a graph ranks below X (0.09-0.55x against the best
       baseline: benchmarks/results/2026-12-01-h200-s5).
+    - the reference is bound by its fp32 GEMMs (``fp32_gemm_bound``): the 3xTF32 GEMM's
+      candidates (``F32X3_KIND``, after their parent) come first. They are the only
+      lever on such a problem's bound, and the dearest of the library's: cheaper ones
+      that leave the GEMM on the SIMT units took KernelBench ``99_Matmul_GELU_Softmax``'s
+      40 s before it, and the problem kept 1.00x where the 3xTF32 candidate had given
+      1.44x (benchmarks/results/2026-12-06-h100-s23).
     - torch.compile's baseline failed the problem's tolerance on every timed workload
       (``compile_out_of_tolerance``): the compiled candidates come after every other
       (before the graphs). They round as the baseline does and would fail as it did;
@@ -235,17 +243,29 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
     demote = compile_out_of_tolerance(reference)
     promote = (not demote and reference.speedup_vs_compile is not None
                and reference.speedup_vs_compile < PROMOTE_COMPILE_BELOW)
+    gemm_bound = fp32_gemm_bound(reference)
 
     def tier(c: Candidate) -> float:
         if "cuda_graphs" in c.levers:
             return 2
         if "lowp_tensor_cores" in c.levers:
             return 0
+        if gemm_bound and F32X3_KIND in c.name.split("+"):
+            return 0
         if "compile" in c.levers:
             return 1.5 if demote else 0 if promote and c.cost <= cheap else 1
         return 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))
+
+
+def fp32_gemm_bound(reference: EvaluationRecord) -> bool:
+    """True when every timed workload of the reference's evaluation is bound by compute
+    on the 3xTF32 unit (``sol.units.TF32X3``: the SOL bound counts fp32 tensor work at
+    3xTF32's rate, so fp32 GEMM FLOPs set it); False where some workload is bound by
+    memory or another unit, or none was bounded."""
+    timed = [w for w in reference.workloads if w.time_ms and w.sol_ms]
+    return bool(timed) and all(w.bound == "compute" and w.sol_unit == TF32X3 for w in timed)
 
 
 def compile_out_of_tolerance(reference: EvaluationRecord) -> bool:

@@ -23,7 +23,8 @@ steps on the fp32 tile before it is stored (``STEPS``: GELU, SiLU, ReLU, sigmoid
 leaky ReLU, clamps, ``+ - * /`` a number, one residual tensor added). ``a`` [..., M, K]
 with ``b`` [K, N] (the leading dims of ``a`` folded into M), or both with the same batch
 dims (folded into one), any strides (``W.t()`` of a linear layer's weight is read in
-place: :func:`linear_f32x3`); ``bias`` [N]. Tiles are visited in groups of ``GROUP_M``
+place: :func:`linear_f32x3`; an operand whose K is not its contiguous dim is copied
+K-major first when the GEMM is large: ``_k_major``); ``bias`` [N]. Tiles are visited in groups of ``GROUP_M``
 row tiles so that neighbouring programs share ``b``'s tiles in L2.
 
 Not covered: dtypes other than fp32 (16-bit GEMMs have their own tensor cores, and
@@ -159,6 +160,28 @@ def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc, mask=out_mask)
 
 
+# Operands are copied K-major (``_k_major``) when the other operand's extent is at least
+# this: the copy moves 8 bytes per element of the operand once, against a GEMM of
+# 2*M*N*K FLOPs at 3xTF32's rate; at 512 rows it costs under a tenth of the GEMM's time
+K_MAJOR_MIN = 512
+
+
+def _k_major(t: torch.Tensor, k_dim: int, other: int) -> torch.Tensor:
+    """``t`` [batch, rows, cols] with its ``k_dim`` (1 or 2) the contiguous one, copied so
+    where it is not and ``other`` (the extent of the operand it multiplies) is at least
+    ``K_MAJOR_MIN``; else as it is. The TF32 ``wgmma`` of a Hopper GPU takes its shared
+    memory operands K-major only (the PTX ISA lets 16-bit types alone be transposed), so
+    Triton lowers a ``tl.dot`` with an MN-major fp32 operand to a slower path: KernelBench
+    ``1_Square``'s ``A @ B`` (B [K, N] row-major) ran at 3.29 ms where
+    ``12_Gemm``'s ``x @ W.t()`` (K-major), the same FLOPs, ran at 1.85 ms on an H100
+    (benchmarks/results/2026-12-06-h100-s23). Not covered: small GEMMs (``other`` below
+    the threshold), where the copy would cost more than the slower path; that the copy
+    pays on every GPU (measured on none yet: the H100 figures above are the reason)."""
+    if t.stride(k_dim) == 1 or other < K_MAJOR_MIN or t.shape[k_dim] < 2:
+        return t
+    return t.transpose(1, 2).contiguous().transpose(1, 2) if k_dim == 1 else t.contiguous()
+
+
 def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> None:
     for name, t in (("a", a), ("b", b), ("bias", bias)):
         if t is not None and t.dtype != torch.float32:
@@ -228,6 +251,7 @@ def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = N
         a3, b3 = a.reshape(batch, *a.shape[-2:]), b.reshape(batch, *b.shape[-2:])
         r3 = residual.reshape(batch, a.shape[-2], n) if residual is not None else None
     batches, m = a3.shape[0], a3.shape[1]
+    a3, b3 = _k_major(a3, 2, n), _k_major(b3, 1, m)
     c = torch.empty((batches, m, n), dtype=torch.float32, device=a.device)
     if c.numel():
         if k == 0:  # no tile to run the epilogue in
