@@ -25,7 +25,15 @@ def summary_line(run: Run) -> str:
             f"{fmt(s['geomean_speedup_vs_compile'], 'x')}); SOL score median "
             f"{fmt(s['sol_score_median'], digits=2)}"
             + (f"; cut short by the run's budget (resume to go on): {', '.join(s['cut_short'])}"
-               if s.get("cut_short") else ""))
+               if s.get("cut_short") else "")
+            + (f"; not reached before the run's budget ended (resume to go on): "
+               f"{_names(s['not_reached'])}" if s.get("not_reached") else ""))
+
+
+def _names(names: list[str], shown: int = 8) -> str:
+    """Up to ``shown`` names, then how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _open(directory: Path) -> Run:

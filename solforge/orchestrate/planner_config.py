@@ -21,6 +21,11 @@ class Budgets(BaseModel):
     attempts: int = Field(0, ge=0, description="candidates over all problems")
 
 
+# the floor window's least length by default (``PlannerConfig.floor_s``): a floor unit of
+# a large problem (its compile baseline and a final verdict) takes a minute or two
+FLOOR_MIN_S = 120.0
+
+
 class PlannerConfig(BaseModel):
     """How the planner spreads work."""
 
@@ -41,6 +46,11 @@ class PlannerConfig(BaseModel):
     survey: bool = Field(True, description="with more problems than workers, judge every "
                          "problem's reference first (workers that can: the search) and "
                          "search the problems furthest from their speed of light first")
+    floor_s: float | None = Field(None, ge=0, description="after a budget ended, how long "
+                                  "(seconds) surveyed problems no unit reached still get "
+                                  "their floor unit; none: half the wall budget, at least "
+                                  "FLOOR_MIN_S, no limit without a wall budget; 0: no floor "
+                                  "units")
     final_rounds: int = Field(3, ge=0, description="interleaved rounds of the final check "
                               "(0: no final verification)")
     budgets: Budgets = Field(default_factory=Budgets)

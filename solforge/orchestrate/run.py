@@ -147,21 +147,34 @@ class Run:
                                             message="no verdict in this run"))
         return out
 
+    def not_reached(self) -> list[str]:
+        """The problems no unit ran on and no verdict judged: still ``pending`` (never
+        started, or only surveyed: their reference judged on the visible workloads before
+        the run's budget ended) with no ``final`` or ``full`` evaluation. A resumed run
+        goes on with them."""
+        return [p["name"] for p in self.ledger.problems() if p["state"] == "pending" and not
+                [e for e in self.ledger.evaluations(p["name"]) if e["kind"] in ("final", "full")]]
+
     def summary(self) -> dict[str, Any] | None:
-        """The run's ``solforge.summary/1`` over all its problems (failed ones count 1.0x),
-        with the gain per lever and ``cut_short``: the problems whose search the run's own
-        budget ended early (state ``stopped``: a resumed run goes on with them)."""
+        """The run's ``solforge.summary/1`` over the problems that reached a verdict (failed
+        ones count 1.0x), with the gain per lever, ``cut_short`` (the problems whose search
+        the run's own budget ended early, state ``stopped``) and ``not_reached`` (the
+        problems the budget ended before any unit: :meth:`not_reached`; counted nowhere
+        else: a surveyed reference is not a verdict, and a problem never tried is not a
+        failure). A resumed run goes on with both kinds."""
         try:
             from solforge.sol import summarize
         except ImportError:
             return None
-        records = self.verdicts()
+        left = set(self.not_reached())
+        records = [r for r in self.verdicts() if r.problem not in left]
         devices = [r.device for r in records if r.workloads]
         summary = summarize(records, device=devices[0] if devices else self.spec.device,
                             agent=self.spec.agent)
         summary["levers"] = self.lever_gains()
         summary["cut_short"] = [p["name"] for p in self.ledger.problems()
                                 if p["state"] == "stopped"]
+        summary["not_reached"] = sorted(left)
         return summary
 
     def lever_gains(self) -> dict[str, dict[str, Any]]:

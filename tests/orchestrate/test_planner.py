@@ -356,3 +356,47 @@ def test_a_budget_spent_after_the_survey_still_gives_each_surveyed_problem_its_v
     assert led.evaluations("kb_relu") == []
     (unit,) = led.work("done")
     assert unit["problem"] == "tiny_linear"
+    # kb_relu, never surveyed, is not reached: listed apart, not counted as a failure
+    s = run.summary()
+    assert s["not_reached"] == ["kb_relu"] and s["problems"] == 1 and s["passed"] == 1
+
+
+def test_floor_units_start_only_within_the_window_after_the_stop(tmp_path):
+    """A corpus of 170 problems had 24 surveyed and none searched when its 315 s budget
+    ended; their floor units would have run about 24 minutes past it (H100, session 23).
+    Floor units now start only within a window after the stop; the problems left are
+    reported as not reached, and a resume goes on with them."""
+    import time
+
+    from solforge.cli.runs import summary_line
+    from solforge.orchestrate.planner_config import FLOOR_MIN_S
+
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    settings = {"search": {"families": ["reference"], "explore_max_calls": 12}}
+    config = PlannerConfig(agents=["search"], max_units=1, final_rounds=1, floor_s=0.0,
+                           budgets=Budgets(wall_s=1.5))  # spent during the first survey
+    p = Planner(run, [TINY, RELU], config, fast_options(), settings)
+    p.started = time.monotonic()
+    assert p.loop(poll_s=0.05).reason == "wall-time budget (1.5 s) spent"
+    led = run.ledger
+    assert [e["problem"] for e in led.events("surveyed")] == ["tiny_linear"]
+    assert led.events("floor_unit") == [] and led.work() == []
+    (closed,) = led.events("floor_closed")
+    assert closed["data"]["left"] == ["tiny_linear"] and closed["data"]["window_s"] == 0.0
+    s = run.summary()
+    assert s["not_reached"] == ["kb_relu", "tiny_linear"] and s["problems"] == 0
+    assert "not reached before the run's budget ended (resume to go on): kb_relu, " \
+           "tiny_linear" in summary_line(run)
+    # a resume without the budget goes on with both, the survey kept
+    again = Planner(Run.open(run.dir), [TINY, RELU],
+                    config.model_copy(update={"budgets": Budgets()}), fast_options(), settings)
+    assert again.loop(poll_s=0.05).reason == "every problem converged"
+    assert [e["problem"] for e in led.events("surveyed")] == ["tiny_linear", "kb_relu"]
+    s = run.summary()
+    assert s["not_reached"] == [] and s["passed"] == 2
+    # the default window: half the wall budget, at least FLOOR_MIN_S; none without one
+    window = lambda **kw: Planner(run, [TINY], PlannerConfig(agents=["search"], **kw),
+                                  fast_options(), settings).floor_window_s()
+    assert window(budgets=Budgets(wall_s=1.5)) == FLOOR_MIN_S
+    assert window(budgets=Budgets(wall_s=600)) == 300
+    assert window() is None and window(floor_s=7.0, budgets=Budgets(wall_s=600)) == 7.0
