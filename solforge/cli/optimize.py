@@ -118,6 +118,10 @@ def register(app: typer.Typer) -> None:
         budget_cost: float = typer.Option(0.0, help="run budget: dollars"),
         budget_attempts: int = typer.Option(0, help="run budget: candidates"),
         unit_timeout_s: float = typer.Option(0.0, help="a unit longer is stalled (0: off)"),
+        floor_s: float = typer.Option(None, min=0, help="after a budget ended, seconds in "
+                                      "which surveyed problems no unit reached still get "
+                                      "one (default: half of --budget-wall-s, at least "
+                                      "120; 0: none); the rest are reported not reached"),
         backend: str = typer.Option("local", help="where judges run: local (judge "
                                     "processes on this machine) or ray (one judge actor "
                                     "per GPU of a Ray cluster; docs/SCALE.md)"),

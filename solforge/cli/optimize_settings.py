@@ -59,6 +59,7 @@ FLAG_KEYS: dict[str, tuple[str, tuple[str, ...], Callable[[Any], Any] | None]] =
     "patience": ("planner", ("patience",), None),
     "converge_sol": ("planner", ("converge_sol",), None),
     "unit_timeout_s": ("planner", ("unit_timeout_s",), None),
+    "floor_s": ("planner", ("floor_s",), None),
     "backend": ("planner", ("backend",), None),
     "address": ("planner", ("address",), None),
     "budget_wall_s": ("planner", ("budgets", "wall_s"), None),

@@ -139,10 +139,12 @@ def test_optimize_config_file_with_flags_over_it(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text(RUN_TOML)
     r = sf("optimize", str(PROBLEMS / "kb_relu.py"), "--config", str(cfg), "--max-units",
-           "4", "--timeout", "50", "--run-dir", str(tmp_path / "dry"), "--dry-run")
+           "4", "--timeout", "50", "--floor-s", "30", "--run-dir", str(tmp_path / "dry"),
+           "--dry-run")
     assert r.returncode == 0, r.stdout + r.stderr
     used = json.loads(r.stdout)
     assert used["planner"]["max_units"] == 4            # typed: the flag wins
+    assert used["planner"]["floor_s"] == 30
     assert used["eval"]["timeout_s"] == 50
     assert used["planner"]["budgets"]["wall_s"] == 120  # the file's
     assert used["search"]["max_candidates"] == 1 and used["search"]["families"] == ["reference"]
