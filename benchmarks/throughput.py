@@ -68,17 +68,6 @@ class ModelNew(nn.Module):
 '''
 
 
-def _union(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
-    """Seconds of [lo, hi] covered by the intervals."""
-    total, cur = 0.0, lo
-    for a, b in sorted(intervals):
-        a, b = max(a, cur), min(b, hi)
-        if b > a:
-            total += b - a
-            cur = b
-    return total
-
-
 def warm_triton(opts: EvalOptions, count: int) -> dict:
     problem = find_builtin("silu_llama3")
     times, statuses, phases, runner = [], [], [], []
@@ -116,9 +105,9 @@ def busy_fraction(opts: EvalOptions, workers: int, per_worker: int) -> dict:
         ev.close()
     # busy: the slot held for evaluation work; runners' CUDA start-up (also under the
     # slot, so it never overlaps a timing) is reported beside it, not counted as busy
-    held = _union(slots.held_intervals(opts.device, since=t0, exclude=(slots.RUNNER_START,)),
-                  t0, t1)
-    held_all = _union(slots.held_intervals(opts.device, since=t0), t0, t1)
+    held = slots.covered_seconds(
+        slots.held_intervals(opts.device, since=t0, exclude=(slots.RUNNER_START,)), t0, t1)
+    held_all = slots.covered_seconds(slots.held_intervals(opts.device, since=t0), t0, t1)
     return {"workers": workers, "evaluations": workers * per_worker, "wall_s": t1 - t0,
             "slot_held_s": held, "busy_fraction": held / (t1 - t0),
             "slot_held_with_runner_start_s": held_all,

@@ -127,6 +127,7 @@ for s in "$@"; do
       # OPT_RESUME=1 goes on with the run directory a previous call left on this machine
       # (or one unpacked from OPT_FROM, an optimize_run.tgz of an earlier session)
       if [ -n "${OPT_FROM:-}" ] && [ ! -d /tmp/optrun ]; then tar xzf "$OPT_FROM" -C /tmp optrun; fi
+      OPT_T0=$(date +%s)
       if [ -n "${OPT_RESUME:-}${OPT_FROM:-}" ] && [ -d /tmp/optrun ]; then
         rm -rf /tmp/optexport
         timeout -k 10 $(left) $SF optimize --resume /tmp/optrun --workers ${OPT_WORKERS:-3} \
@@ -145,6 +146,12 @@ for s in "$@"; do
       # the judges' memory per evaluation (idle level, peak, admission) from the ledger
       python3 benchmarks/judge_memory.py /tmp/optrun --json "$OUT/judge_memory.json" \
         > "$OUT/judge_memory.md" 2>&1; tail -25 "$OUT/judge_memory.md"
+      # how busy the GPU's slot was during the run: exclusive (timings, baselines) and
+      # shared (correctness trials) holds, from the slot's log
+      for lg in "${SOLFORGE_SLOTS:-/tmp/solforge-slots}"/cuda_*.log; do
+        [ -e "$lg" ] && python3 benchmarks/slot_log.py "$lg" --since "$OPT_T0" \
+          --json "$OUT/slot_busy_$(basename "$lg" .log).json" | tail -12
+      done
       # the whole run (ledger, solution files) and the export come back too
       tar czf "$OUT/optimize_run.tgz" -C /tmp optrun optexport 2>/dev/null ;;
     winners)

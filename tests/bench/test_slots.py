@@ -107,3 +107,34 @@ def test_a_timed_out_exclusive_request_opens_the_gate_again():
         assert waited < 0.5
         assert a.poll() is None
     a.wait(10)
+
+
+def test_the_slot_log_says_how_busy_the_device_was(tmp_path):
+    """``benchmarks/slot_log.py`` over a real log: what was held exclusively, shared, at
+    all, and how much the shared holds overlapped."""
+    import json
+
+    t0 = time.time()
+    a, b = hold("cuda:6", 1.0, True), hold("cuda:6", 1.0, True)
+    wait_held(a)
+    wait_held(b)
+    a.wait(10)
+    b.wait(10)
+    with slots.device_slot("cuda:6"):
+        time.sleep(0.5)
+    log = slots.slots_dir() / "cuda_6.log"
+    out = tmp_path / "busy.json"
+    r = subprocess.run([sys.executable, "benchmarks/slot_log.py", str(log), "--since",
+                        str(t0), "--json", str(out)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert r.returncode == 0, r.stderr
+    busy = json.loads(out.read_text())
+    assert busy["holds"] == 3
+    assert 0.45 < busy["exclusive_s"] < 0.7
+    assert 0.9 < busy["shared_s"] < 1.6          # the two shared holds, counted once
+    assert busy["shared_overlap_s"] > 0.5        # they ran side by side
+    assert abs(busy["held_s"] - busy["exclusive_s"] - busy["shared_s"]) < 0.01  # never both
+    assert 0 < busy["busy_fraction"] <= 1.0
+    # the covered seconds of overlapping intervals count once
+    assert slots.covered_seconds([(0, 2), (1, 3), (5, 6)], 0, 10) == 4
+    assert slots.covered_seconds([(0, 2), (1, 3)], 1.5, 2.5) == 1.0

@@ -131,6 +131,22 @@ def _log(lock_path: str, start: float, end: float, purpose: str, shared: bool = 
         pass
 
 
+def read_log(log: str | Path) -> list[tuple[float, float, int, str, bool]]:
+    """The holds a slot log records (``_log``): (start, end, pid, purpose, shared), in
+    wall-clock seconds; [] for a missing or unreadable log (a line it cannot read ends
+    the reading there)."""
+    out = []
+    try:
+        with open(log) as f:
+            for line in f:
+                a, b, pid, *rest = line.split()
+                out.append((float(a), float(b), int(pid), rest[0] if rest else EVALUATION,
+                            SHARED in rest[1:]))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def held_intervals(device: str, since: float = 0.0, exclude: tuple[str, ...] = (),
                    shared: bool | None = None) -> list[tuple[float, float]]:
     """The (start, end) wall-clock intervals ``device``'s slot was held, since ``since``,
@@ -138,19 +154,19 @@ def held_intervals(device: str, since: float = 0.0, exclude: tuple[str, ...] = (
     ``shared`` True or False, only the shared or only the exclusive holds. Shared holds
     may overlap each other."""
     log = _lock_path(device)[:-len(".lock")] + ".log"
-    out = []
-    try:
-        with open(log) as f:
-            for line in f:
-                a, b, _pid, *rest = line.split()
-                purpose = rest[0] if rest else EVALUATION
-                was_shared = SHARED in rest[1:]
-                if float(b) >= since and purpose not in exclude and \
-                        (shared is None or shared == was_shared):
-                    out.append((float(a), float(b)))
-    except (OSError, ValueError):
-        pass
-    return out
+    return [(a, b) for a, b, _pid, purpose, was_shared in read_log(log)
+            if b >= since and purpose not in exclude and (shared is None or shared == was_shared)]
+
+
+def covered_seconds(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds of [lo, hi] that the intervals cover (overlaps counted once)."""
+    total, cur = 0.0, lo
+    for a, b in sorted(intervals):
+        a, b = max(a, cur), min(b, hi)
+        if b > a:
+            total += b - a
+            cur = b
+    return total
 
 
 def slot_env(device: str) -> dict[str, str]:
