@@ -332,6 +332,49 @@ def test_every_candidate_failing_its_final_verdict_exhausts_the_problem(tmp_path
     assert {p["name"]: p["state"] for p in run.ledger.problems()} == {"slow_relu": "exhausted"}
 
 
+# right everywhere, fast on the visible workload's shape, far slower on the held-out one
+FAST_SEEN_SLOW_HELD = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.shape[-1] == 1031:
+            return torch.relu(x)
+        y = x
+        for _ in range(4000):
+            y = torch.relu(x)
+        return y
+'''
+
+
+def test_a_winner_slower_than_the_best_baseline_gives_way_to_its_program(
+        tmp_path, monkeypatch, ev):
+    """Never kept below the best baseline: a winner ahead on the visible workloads whose
+    verdict over all of them came out slower than the best baseline gives way to that
+    baseline's own program (here the reference: eager is the only baseline), judged then."""
+    generators()
+    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
+    register_generator("overfit", lambda ctx: [Candidate(
+        name="overfit", family="overfit", levers=["fusion"], cost=0.5,
+        source=FAST_SEEN_SLOW_HELD, reasoning="relu once on the seen shape")])
+    problem_file = tmp_path / "slow_relu.py"
+    problem_file.write_text(SLOW_RELU)
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    res = run_search_worker(run, load_problem(problem_file), ev,
+                            SearchConfig(families=["overfit", "reference"], rounds=2))
+    led = run.ledger
+    by_path = {a["path"]: a["id"] for a in led.attempts()}
+    finals = led.evaluations(kind="final")
+    assert [(e["attempt"], e["status"]) for e in finals] == [
+        (by_path["candidate:overfit"], "PASSED"), (by_path["candidate:reference"], "PASSED")]
+    assert finals[0]["speedup_vs_best"] < 1.0 and finals[1]["speedup_vs_best"] == 1.0
+    (fell,) = [e["data"] for e in led.events("baseline_fallback")]
+    assert fell["candidate"] == "overfit" and fell["baseline"] == "reference" and fell["kept"]
+    assert res.attempt == by_path["candidate:reference"] == led.best("slow_relu")["attempt"]
+    assert res.message.startswith("no candidate beat the reference")
+
+
 def test_the_search_budget_charges_the_candidates_phases_not_the_set_up():
     """On the H200 the first candidate's evaluation spent 10-23 s waiting for a runner and
     11-17 s preparing baselines: charged in full, it used up a 45 s budget alone."""
