@@ -148,12 +148,14 @@ class Run:
         return out
 
     def not_reached(self) -> list[str]:
-        """The problems no unit ran on and no verdict judged: still ``pending`` (never
-        started, or only surveyed: their reference judged on the visible workloads before
-        the run's budget ended) with no ``final`` or ``full`` evaluation. A resumed run
-        goes on with them."""
-        return [p["name"] for p in self.ledger.problems() if p["state"] == "pending" and not
-                [e for e in self.ledger.evaluations(p["name"]) if e["kind"] in ("final", "full")]]
+        """The problems no verdict judged yet: with no ``final`` or ``full`` evaluation and
+        still ``pending`` (never started, or only surveyed: their reference judged on the
+        visible workloads before the run's budget ended) or ``active`` (a unit running, or
+        one a killed run left running). A resumed run goes on with them; a problem whose
+        search ended without a verdict (``failed``, ``exhausted``) is not among them."""
+        return [p["name"] for p in self.ledger.problems() if p["state"] in ("pending", "active")
+                and not [e for e in self.ledger.evaluations(p["name"])
+                         if e["kind"] in ("final", "full")]]
 
     def summary(self) -> dict[str, Any] | None:
         """The run's ``solforge.summary/1`` over the problems that reached a verdict (failed

@@ -188,6 +188,13 @@ def _summary(view: RunView) -> str:
                "geomeans (solforge.summary/1); speedups are device kernel time against the "
                "eager and torch.compile runs of the reference measured in the same "
                "evaluation.</p>")
+    left = s.get("not_reached") or []
+    if left:
+        shown = ", ".join(left[:20]) + (f" and {len(left) - 20} more" if len(left) > 20 else "")
+        out.append(f'<p id="not-reached" style="font-size:12px;color:#92400e">Not reached '
+                   f"before the run's budget ended ({len(left)}, not counted above; "
+                   f"<code>solforge optimize --resume</code> goes on with them): "
+                   f"{_e(shown)}</p>")
     for fid in figures.PLOT_IDS:
         out.append(f'<div class="plot" id="{fid}"></div>')
         if fid == "plot-roofline":

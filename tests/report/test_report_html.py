@@ -53,3 +53,30 @@ def test_report_of_a_recorded_h200_run_renders_every_plot(tmp_path):
         assert section.locator("pre.reason").inner_text().strip()
         screenshot(page, "report-problem.png")
     assert errors == []
+
+
+def test_a_run_cut_by_its_budget_lists_the_problems_it_did_not_reach(tmp_path):
+    """Session 23's corpus call on an H100 (170 problems): its budget ended after 24
+    surveys, one problem got a verdict, four floor units were killed with the call. The
+    summary counts the one verdict; the 169 others are listed as not reached, not counted
+    as passed on their survey's figure (its CLI line once read "24/170 passed, 0.92x")."""
+    import re
+
+    from solforge.orchestrate.run import Run
+
+    tgz = ROOT / "benchmarks" / "results" / "2026-12-06-h100-s23" / "corpus_call3" / \
+        "optimize_run.tgz"
+    out = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "solforge.cli.main", "report", str(tgz),
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = re.sub(r"<[^>]+>", " ", out.read_text())
+    assert "Not reached before the run's budget ended (169, not counted above" in text
+    assert "100% (1/1)" in text
+    import tarfile
+
+    with tarfile.open(tgz) as t:
+        t.extractall(tmp_path, filter="data")
+    s = Run.open(tmp_path / "optrun").summary()
+    assert s["problems"] == 1 and s["passed"] == 1 and len(s["not_reached"]) == 169
+    assert "alibi_attention_bloom" not in s["not_reached"]  # judged by its floor unit
