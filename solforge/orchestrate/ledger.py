@@ -223,6 +223,13 @@ class Ledger:
         rows = self._db().execute(q + " ORDER BY id", args).fetchall()
         return [dict(r) | {"record": json.loads(r["record"])} for r in rows]
 
+    def judged(self, kinds: tuple[str, ...] = ("final", "full")) -> set[str]:
+        """The problems with an evaluation of one of ``kinds`` (any status), records unread."""
+        marks = ",".join("?" * len(kinds))
+        rows = self._db().execute(f"SELECT DISTINCT problem FROM evaluations WHERE kind IN "
+                                  f"({marks})", kinds).fetchall()
+        return {r[0] for r in rows}
+
     def count_evaluations(self) -> int:
         return int(self._db().execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
 

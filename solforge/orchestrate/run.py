@@ -153,9 +153,9 @@ class Run:
         visible workloads before the run's budget ended) or ``active`` (a unit running, or
         one a killed run left running). A resumed run goes on with them; a problem whose
         search ended without a verdict (``failed``, ``exhausted``) is not among them."""
-        return [p["name"] for p in self.ledger.problems() if p["state"] in ("pending", "active")
-                and not [e for e in self.ledger.evaluations(p["name"])
-                         if e["kind"] in ("final", "full")]]
+        judged = self.ledger.judged(("final", "full"))
+        return [p["name"] for p in self.ledger.problems()
+                if p["state"] in ("pending", "active") and p["name"] not in judged]
 
     def summary(self) -> dict[str, Any] | None:
         """The run's ``solforge.summary/1`` over the problems that reached a verdict (failed

@@ -297,8 +297,8 @@ def _baseline_fallback(s: SearchState, cands: list[Candidate], winner: Candidate
     baseline program already, reached 1.0, or that program never passed the visible
     workloads (it is not judged then).
 
-    Not covered: the baselines' own noise (the kept baseline program reads 1.0 by
-    definition; a winner that truly ties it may read 0.99 or 1.01)."""
+    Not covered: the noise of a true tie: a winner as fast as its baseline reads a little
+    above or below 1.0 by chance, and is kept above it (the baseline's program below)."""
     measured = speedup_vs_best(final.to_json())
     if measured is None or measured >= 1.0 or winner.name in BASELINE_PROGRAMS:
         return None
@@ -306,8 +306,8 @@ def _baseline_fallback(s: SearchState, cands: list[Candidate], winner: Candidate
     name = "compile" if vs_eager is not None and vs_compile is not None \
         and vs_compile < vs_eager else "reference"
     base = next((c for c in cands if c.name == name), None)
-    if base is None or name not in s.attempts or not (name in s.visible and
-                                                       s.visible[name].passed):
+    seen = s.visible.get(name)  # judged on the visible workloads: it has its attempt
+    if base is None or seen is None or not seen.passed:
         return None
     again = s.verdict(s.attempts[name], itself=BASELINE_PROGRAMS[name])
     kept = again.passed and (speedup_vs_best(again.to_json()) or 0.0) > measured

@@ -36,13 +36,19 @@ def wait_held(p: subprocess.Popen) -> None:
     assert p.stdout.readline().strip() == "held"
 
 
-def test_shared_holders_run_beside_each_other():
-    t0 = time.time()
-    a, b = hold("cuda:5", 2.0, True), hold("cuda:5", 2.0, True)
+def two_shared(device: str, seconds: float) -> None:
+    """Two processes holding ``device``'s slot shared for ``seconds`` each, started
+    together; returns once both ended (each got it while the other held it)."""
+    a, b = hold(device, seconds, True), hold(device, seconds, True)
     wait_held(a)
     wait_held(b)
     a.wait(10)
     b.wait(10)
+
+
+def test_shared_holders_run_beside_each_other():
+    t0 = time.time()
+    two_shared("cuda:5", 2.0)
     ivs = sorted(slots.held_intervals("cuda:5", since=t0, shared=True))
     assert len(ivs) == 2
     (s1, e1), (s2, e2) = ivs
@@ -115,11 +121,7 @@ def test_the_slot_log_says_how_busy_the_device_was(tmp_path):
     import json
 
     t0 = time.time()
-    a, b = hold("cuda:6", 1.0, True), hold("cuda:6", 1.0, True)
-    wait_held(a)
-    wait_held(b)
-    a.wait(10)
-    b.wait(10)
+    two_shared("cuda:6", 1.0)
     with slots.device_slot("cuda:6"):
         time.sleep(0.5)
     log = slots.slots_dir() / "cuda_6.log"

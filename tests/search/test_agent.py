@@ -282,14 +282,15 @@ class ModelNew(nn.Module):
 '''
 
 
-def search_slow_relu(tmp_path, monkeypatch, ev: Evaluator, families: list[str]):
-    """Search ``SLOW_RELU`` with a plug-in generator of ``FAST_BUT_WRONG_HELD_OUT``
-    (family ``overfit``) beside the built-ins."""
+def search_slow_relu(tmp_path, monkeypatch, ev: Evaluator, families: list[str],
+                     source: str = FAST_BUT_WRONG_HELD_OUT):
+    """Search ``SLOW_RELU`` with a plug-in generator of ``source`` (family ``overfit``,
+    by default ``FAST_BUT_WRONG_HELD_OUT``) beside the built-ins."""
     generators()  # the built-ins, registered before the registry is swapped for a copy
     monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
     register_generator("overfit", lambda ctx: [Candidate(
         name="overfit", family="overfit", levers=["fusion"], cost=0.5,
-        source=FAST_BUT_WRONG_HELD_OUT, reasoning="relu once, not 40 times")])
+        source=source, reasoning="relu once, not 40 times")])
     problem_file = tmp_path / "slow_relu.py"
     problem_file.write_text(SLOW_RELU)
     run = Run.create(tmp_path / "run", RunSpec(agent="search"))
@@ -353,16 +354,8 @@ def test_a_winner_slower_than_the_best_baseline_gives_way_to_its_program(
     """Never kept below the best baseline: a winner ahead on the visible workloads whose
     verdict over all of them came out slower than the best baseline gives way to that
     baseline's own program (here the reference: eager is the only baseline), judged then."""
-    generators()
-    monkeypatch.setattr(candidates_module, "_GENERATORS", dict(candidates_module._GENERATORS))
-    register_generator("overfit", lambda ctx: [Candidate(
-        name="overfit", family="overfit", levers=["fusion"], cost=0.5,
-        source=FAST_SEEN_SLOW_HELD, reasoning="relu once on the seen shape")])
-    problem_file = tmp_path / "slow_relu.py"
-    problem_file.write_text(SLOW_RELU)
-    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
-    res = run_search_worker(run, load_problem(problem_file), ev,
-                            SearchConfig(families=["overfit", "reference"], rounds=2))
+    run, res = search_slow_relu(tmp_path, monkeypatch, ev, ["overfit", "reference"],
+                                FAST_SEEN_SLOW_HELD)
     led = run.ledger
     by_path = {a["path"]: a["id"] for a in led.attempts()}
     finals = led.evaluations(kind="final")
