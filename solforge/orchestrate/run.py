@@ -124,15 +124,17 @@ class Run:
                 "evaluations": led.count_evaluations(), "usage": led.usage_totals(),
                 "problems": problems}
 
-    def verdicts(self) -> list[Any]:
-        """One record per problem of the run: its best passing verdict, else its latest
-        verdict (``final``: the search worker's, the planner's re-measurement; ``full``: an
-        LLM worker's), else its latest evaluation, else a record saying there is none (so
-        summaries count it as failed)."""
+    def verdicts(self, skip: set[str] | frozenset[str] = frozenset()) -> list[Any]:
+        """One record per problem of the run (but those in ``skip``): its best passing
+        verdict, else its latest verdict (``final``: the search worker's, the planner's
+        re-measurement; ``full``: an LLM worker's), else its latest evaluation, else a
+        record saying there is none (so summaries count it as failed)."""
         from solforge.records.evaluation import EvaluationRecord, Status
 
         out = []
         for p in self.ledger.problems():
+            if p["name"] in skip:
+                continue
             best = self.ledger.best(p["name"])
             if best is None:
                 every = self.ledger.evaluations(p["name"])
@@ -169,7 +171,7 @@ class Run:
         except ImportError:
             return None
         left = set(self.not_reached())
-        records = [r for r in self.verdicts() if r.problem not in left]
+        records = self.verdicts(skip=left)  # their records are not read
         devices = [r.device for r in records if r.workloads]
         summary = summarize(records, device=devices[0] if devices else self.spec.device,
                             agent=self.spec.agent)

@@ -24,8 +24,8 @@ leaky ReLU, clamps, ``+ - * /`` a number, one residual tensor added). ``a`` [...
 with ``b`` [K, N] (the leading dims of ``a`` folded into M), or both with the same batch
 dims (folded into one), any strides (``W.t()`` of a linear layer's weight is read in
 place: :func:`linear_f32x3`; an operand whose K is not its contiguous dim is copied
-K-major first when the GEMM is large: ``_k_major``); ``bias`` [N]. Tiles are visited in groups of ``GROUP_M``
-row tiles so that neighbouring programs share ``b``'s tiles in L2.
+K-major first when the GEMM is large: ``_k_major``); ``bias`` [N]. Tiles are visited in
+groups of ``GROUP_M`` row tiles so that neighbouring programs share ``b``'s tiles in L2.
 
 Not covered: dtypes other than fp32 (16-bit GEMMs have their own tensor cores, and
 cuBLAS is at their speed of light already); broadcasting batch dims other than a 2-D
