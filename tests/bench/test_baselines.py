@@ -141,20 +141,32 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
     """A re-measurement compiles its fresh baselines again; one whose warm-up took long
     (36 s per workload on the H200, inside the slot, every other evaluator waiting) reuses
     its last figure instead and says so. A quick one is compiled again; --fresh-baselines
-    always compiles."""
+    always compiles. Every compile holds the device's slot shared, never exclusively
+    (``compile_holds_shared``: other evaluators' trials and compiles go on beside it)."""
+    import time
+
     from solforge.bench.baselines import slow as slow_baselines
+    from solforge.bench.judge.performance import compile_holds_shared
+    from solforge.bench.measure import slots
 
     monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv(slots.SLOTS_ENV, str(tmp_path / "slots"))  # this test's holds only
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
                        max_calls=20, seed=4, timeout_s=120)
     problem = load_problem(PROBLEMS / "tiny_linear.py")
     w = next(x for x in problem.workloads if x.name == "small")
     sol = reference_solution(problem)
     compiles: list[int] = []
+    began: list[float] = []  # when each compile warm-up (before the timing phase) began
+    last = [""]  # the last phase other than a baseline's
 
     def count(msg):
         if msg.get("phase") == "baseline" and str(msg.get("kind", "")).startswith("compile"):
             compiles[-1] += 1
+            if last[0] != "timing":
+                began.append(time.time())
+        elif msg.get("phase") != "baseline":
+            last[0] = str(msg.get("phase"))
 
     with Evaluator(opts, on_phase=count) as ev:
         def judge(**kw):
@@ -172,6 +184,13 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
         reused = judge(rounds=3)
         fresh = judge(rounds=3, fresh_baselines=True)
     assert compiles[2] == 0 and compiles[3] >= 1, compiles
+    shared, alone = (slots.held_intervals("cpu", shared=s) for s in (True, False))
+    assert began and alone  # the timings: exclusive
+    for t in began:  # each compile in a shared hold, in no exclusive one
+        assert any(a <= t <= b for a, b in shared), (t, shared)
+        assert not any(a <= t <= b for a, b in alone), (t, alone)
+    assert compile_holds_shared(opts)
+    assert not compile_holds_shared(opts.model_copy(update={"compile_mode": "max-autotune"}))
     for r in (first, quick, reused, fresh):
         assert r.status is Status.PASSED, r.message
     assert first.workloads[0].compile_ms and quick.workloads[0].compile_ms != 123.0

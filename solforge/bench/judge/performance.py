@@ -13,7 +13,8 @@ over a batch of back-to-back calls ending in a synchronize and an output check, 
 compares that clock with the runner's figures (``probes.clock_check``); it watches the CPU
 the runner burns between requests (``probes.idle_check``); last, the speed-of-light
 annotation (its counting run of the reference inside the slot, like every kernel the judge
-launches for the timing: the input pool, the baselines' warm-up).
+launches for the timing: the input pool, the baselines' warm-up, which holds it shared:
+:func:`compile_holds_shared`).
 
 Memory: beside its pool the judge holds one more input set at a time (the copy the runner
 reads, one rebuilt call's inputs), two in its baselines' timing loop (the last call's and
@@ -70,6 +71,25 @@ def per_round(cfg: TimingConfig, rounds: int) -> TimingConfig:
                                max_calls=max(cfg.min_calls, cfg.max_calls // rounds))
 
 
+def compile_holds_shared(opts: EvalOptions) -> bool:
+    """Whether the baselines' compile and warm-up hold the device's slot shared (beside
+    other evaluators' trials and compiles, never beside a timing) rather than exclusively.
+
+    Why: a compile is seconds to minutes of CPU work (tracing, lowering, Triton builds)
+    around a few milliseconds of kernels; held exclusively it kept the GPU idle for every
+    other evaluator: in a corpus survey on an H100 the baselines' preparation held it
+    266 s against 54 s of timing over 29 evaluations, and three other workers waited
+    (``benchmarks/results/2026-12-06-h100-s23``, ``corpus_call3``). Nothing is timed in
+    this phase but the few configurations Inductor benchmarks for a kernel on its first
+    launch; its benchmarker keeps the fastest of up to a hundred launches of each, which a
+    burst of another process's trial does not move. A ``max-autotune`` mode chooses
+    GEMM templates by those benchmarks, closer to each other, and keeps the exclusive
+    hold. Not covered: a neighbour whose trials keep the GPU busy through a whole
+    benchmark window (about 25 ms per configuration) can still make Inductor choose a
+    slower configuration for the compile baseline than it would on an idle GPU."""
+    return "max-autotune" not in opts.compile_mode
+
+
 def timing_checks(ctx: WorkloadContext) -> Status | None:
     """Time the candidate (and the baselines) and run every timing-side check.
 
@@ -105,8 +125,9 @@ def timing_checks(ctx: WorkloadContext) -> Status | None:
         if (status := _verified(ctx)) is not None:
             return status
         # in the device's slot, as all GPU work of an evaluation: the warm-up runs the
-        # reference's kernels, which would time-slice with another evaluator's measurement
-        with runner.frozen(), device_slot(opts.device):
+        # reference's kernels, which would time-slice with another evaluator's measurement;
+        # held shared (compile_holds_shared), as the trials hold it: nothing is timed here
+        with runner.frozen(), device_slot(opts.device, shared=compile_holds_shared(opts)):
             pool = make_pool()
             with not_the_candidates_time():  # the judge's own work (a compile: minutes)
                 prepared = ctx.baselines.prepare(ctx.ref, pool, prep_seeds, cfg, res, missing)
