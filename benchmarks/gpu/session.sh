@@ -128,6 +128,12 @@ for s in "$@"; do
       # (or one unpacked from OPT_FROM, an optimize_run.tgz of an earlier session)
       if [ -n "${OPT_FROM:-}" ] && [ ! -d /tmp/optrun ]; then tar xzf "$OPT_FROM" -C /tmp optrun; fi
       OPT_T0=$(date +%s)
+      # floor units (a unit for each surveyed problem, after the budget's stop) start only
+      # within OPT_MARGIN - 90 s of the stop, so they end before DEADLINE: with the
+      # planner's default window (half the budget) session 24's corpus call was killed by
+      # its DEADLINE in its floor units
+      case " ${OPT_ARGS:-} " in *" --floor-s "*) ;; *)
+        OPT_ARGS="${OPT_ARGS:-} --floor-s $(( ${OPT_MARGIN:-180} > 90 ? ${OPT_MARGIN:-180} - 90 : 0 ))" ;; esac
       if [ -n "${OPT_RESUME:-}${OPT_FROM:-}" ] && [ -d /tmp/optrun ]; then
         rm -rf /tmp/optexport
         timeout -k 10 $(left) $SF optimize --resume /tmp/optrun --workers ${OPT_WORKERS:-3} \
