@@ -1,8 +1,10 @@
 """How busy a device's slot was, from its log (``bench/measure/slots.py``): over a
-window, the seconds it was held exclusively (timings, baselines' preparation, runner
-start-ups), held shared (correctness trials and policy probes, several at once), held at
-all, and the seconds shared holds overlapped each other (the work sharing let run side
-by side). With ``--json`` the same as one JSON object.
+window, the seconds it was held exclusively (timings; in logs before session 24 also the
+baselines' preparation, the work counts and runner start-ups), held shared (correctness
+trials, policy probes, and now those three, several at once), held at all, the seconds
+runner start-ups held it (either way), and the seconds shared holds overlapped each
+other (the work sharing let run side by side). With ``--json`` the same as one JSON
+object.
 
     python benchmarks/slot_log.py /tmp/solforge-slots/cuda_0.log --since 1765030000
 

@@ -142,7 +142,8 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
     (36 s per workload on the H200, inside the slot, every other evaluator waiting) reuses
     its last figure instead and says so. A quick one is compiled again; --fresh-baselines
     always compiles. Every compile holds the device's slot shared, never exclusively
-    (``compile_holds_shared``: other evaluators' trials and compiles go on beside it)."""
+    (``compile_holds_shared``: other evaluators' trials and compiles go on beside it), and
+    so does the count of the reference's work, after the timings, once per workload."""
     import time
 
     from solforge.bench.baselines import slow as slow_baselines
@@ -168,10 +169,15 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
         elif msg.get("phase") != "baseline":
             last[0] = str(msg.get("phase"))
 
+    windows: list[tuple[float, float]] = []  # each evaluation's start and end
+
     with Evaluator(opts, on_phase=count) as ev:
         def judge(**kw):
             compiles.append(0)
-            return ev.evaluate(problem, sol, workloads=["small"], **kw)
+            t0 = time.time()
+            r = ev.evaluate(problem, sol, workloads=["small"], **kw)
+            windows.append((t0, time.time()))
+            return r
 
         first = judge()
         quick = judge(rounds=3)
@@ -189,6 +195,13 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
     for t in began:  # each compile in a shared hold, in no exclusive one
         assert any(a <= t <= b for a, b in shared), (t, shared)
         assert not any(a <= t <= b for a, b in alone), (t, alone)
+    # after each evaluation's last exclusive hold (its timings), a shared one (the count
+    # of the reference's work) only in the first: later ones read the count cached
+    after = []
+    for t0, t1 in windows:
+        end = max(b for a, b in alone if t0 <= a <= t1)
+        after.append([(a, b) for a, b in shared if end <= a <= t1])
+    assert len(after[0]) == 1 and not any(after[1:]), after
     assert compile_holds_shared(opts)
     assert not compile_holds_shared(opts.model_copy(update={"compile_mode": "max-autotune"}))
     for r in (first, quick, reused, fresh):

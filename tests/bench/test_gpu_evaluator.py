@@ -48,6 +48,8 @@ def test_runner_cuda_start_up_is_logged_under_the_slot(ev):
     starts = set(slots.held_intervals("cuda", since=t0)) - set(
         slots.held_intervals("cuda", since=t0, exclude=(slots.RUNNER_START,)))
     assert starts, "no runner start-up held the device slot"
+    # shared: a start-up times nothing, so it goes on beside other evaluators' trials
+    assert starts <= set(slots.held_intervals("cuda", since=t0, shared=True)), starts
 
 
 def test_profiler_kernel_time_counts_every_stream():

@@ -1,7 +1,8 @@
 """The reference's counted work (FLOPs, bytes) per workload, counted once and cached.
 
-Counting runs the reference once under a counting mode, inside the device's slot (its
-kernels must not time-slice with another evaluator's measurement). It is the same for
+Counting runs the reference once under a counting mode, inside the device's slot, held
+shared (its kernels must not time-slice with another evaluator's measurement; nothing in
+it is timed: ``judge/performance._count_work``). It is the same for
 every candidate of a workload, so the judge counts it once per (problem content, workload,
 input shapes and dtypes, device, libraries) and keeps it in the baselines' SQLite cache
 (a count costs 1-2 s of the slot: benchmarks/results/FINDINGS.md, "work counts").

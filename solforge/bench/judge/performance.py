@@ -13,8 +13,8 @@ over a batch of back-to-back calls ending in a synchronize and an output check, 
 compares that clock with the runner's figures (``probes.clock_check``); it watches the CPU
 the runner burns between requests (``probes.idle_check``); last, the speed-of-light
 annotation (its counting run of the reference inside the slot, like every kernel the judge
-launches for the timing: the input pool, the baselines' warm-up, which holds it shared:
-:func:`compile_holds_shared`).
+launches for the timing: the input pool, the baselines' warm-up; the warm-up and the count
+hold it shared, since they time nothing: :func:`compile_holds_shared`, :func:`_count_work`).
 
 Memory: beside its pool the judge holds one more input set at a time (the copy the runner
 reads, one rebuilt call's inputs), two in its baselines' timing loop (the last call's and
@@ -229,18 +229,14 @@ def _timing(ctx: WorkloadContext, pool_or_maker: list[list[Any]] | Callable[[], 
             # candidate, before the gap counts
             with runner.frozen():
                 base = {**base, "eager_now": ctx.baselines.now(ref, pool, seeds, cfg, device)}
-        if status is None:
-            # counting runs the reference once on the device: still inside the slot, the
-            # runner frozen (the judge's own work is not the runner's idle time)
-            ctx.judge.phase("sol", workload=w.name)
-            with runner.frozen():
-                work = _count_work(ctx, pool[0])
     if status is not None:
         return status
     idle = probes.idle_check(runner, res)
     clock = probes.clock_check(res, base, opts.device)
     if idle or clock:
         return idle or clock
+    ctx.judge.phase("sol", workload=w.name)
+    work = _count_work(ctx, pool[0])
     ctx.baselines.note_tolerance(res)
     if res.time_ms and res.eager_ms:
         res.speedup_vs_eager = res.eager_ms / res.time_ms
@@ -338,9 +334,17 @@ def _host_batch(ctx: WorkloadContext, pool: list[list[Any]]) -> Status | None:
 
 
 def _count_work(ctx: WorkloadContext, inputs: list[Any]) -> Any:
-    return ctx.baselines.counted_work(
-        ctx.opts.device, inputs, lambda: count_workload(ctx.problem, ctx.ref, ctx.workload,
-                                                        inputs))
+    """The reference's counted work on ``inputs`` (cached per workload: ``work_counts``).
+    A count runs the reference once on the device and times nothing, so it holds the
+    slot shared, as the trials do (it held it exclusively, 1-2 s per workload's first
+    evaluation: the ``sol`` phase took 38 s of a corpus survey's 31 evaluations on an H100,
+    ``benchmarks/results/2026-12-06-h100-s24``), with the runner frozen (the judge's own
+    work is not the runner's idle time). A cached count takes no slot."""
+    def count() -> Any:
+        with device_slot(ctx.opts.device, shared=True), ctx.runner.frozen():
+            return count_workload(ctx.problem, ctx.ref, ctx.workload, inputs)
+
+    return ctx.baselines.counted_work(ctx.opts.device, inputs, count)
 
 
 def _speed_of_light(ctx: WorkloadContext, inputs: list[Any], work: Any) -> None:

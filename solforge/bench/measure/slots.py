@@ -13,9 +13,10 @@ kernels would otherwise time-slice with a kernel another evaluator is measuring.
 it **shared** (``device_slot(..., shared=True)``): several evaluators' trials run on the
 GPU at once (their kernels time-slice with each other, which no measurement sees), and
 so do the baselines' compiles and warm-ups (``performance.compile_holds_shared``: minutes
-of CPU work around milliseconds of kernels), while a timing, a runner's CUDA start-up and
-an agent's command hold it **exclusively** (the default): no other holder, shared or
-not, runs beside them. An exclusive request that is waiting closes the gate to new shared holders
+of CPU work around milliseconds of kernels), the count of a reference's work and a
+runner's CUDA start-up, none of which times anything; a timing and an agent's command
+hold it **exclusively** (the default): no other holder, shared or not, runs beside
+them. An exclusive request that is waiting closes the gate to new shared holders
 (a second lock file, ``<device>.gate``), so a steady stream of trials never starves a
 timing: it waits only for the trials already running. Builds, imports and reference
 construction take neither; they overlap another candidate's timing on the CPU side only.

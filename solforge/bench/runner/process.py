@@ -144,7 +144,10 @@ SLOT_WAIT_S = 120.0
 
 def _start_cuda(device: str) -> None:
     """The GPU stage of start-up (CUDA context, CUPTI's first start), inside the device's
-    slot: a spare starting while another candidate is timed must not disturb the timing."""
+    slot: a spare starting while another candidate is timed must not disturb the timing.
+    Held shared: nothing is timed here, so it goes on beside other evaluators' trials and
+    compiles (held exclusively, the start-ups took 28 s of a KernelBench run's 180 s of
+    exclusive holds on an H100: ``benchmarks/results/2026-12-06-h100-s24``)."""
     import torch
 
     from solforge.bench.measure.slots import RUNNER_START, device_slot
@@ -155,7 +158,7 @@ def _start_cuda(device: str) -> None:
         _warm_profiler(device)
 
     try:
-        with device_slot(device, timeout_s=SLOT_WAIT_S, purpose=RUNNER_START):
+        with device_slot(device, timeout_s=SLOT_WAIT_S, purpose=RUNNER_START, shared=True):
             start()
             return
     except TimeoutError:
