@@ -38,7 +38,8 @@ if not GPU:
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from solforge.kernels.triton.gemm_f32x3 import linear_f32x3, matmul_f32x3  # noqa: E402
 
-# (name, M, N, K, batch, linear?): KernelBench level 1 1_Square (N=2048*2), level 2
+# (name, M, N, K, batch, linear?): KernelBench level 1 1_Square (N=2048*2) and
+# 6_Matmul_with_large_K_dimension_, level 2
 # 12_Gemm_Multiply_LeakyReLU and 99_Matmul_GELU_Softmax (linear layers), level 3
 # 3_DeepNarrowMLP's widest layer, MinGPT's c_attn (batch*seq rows), a bmm
 DEFAULT = [("kb1_square", 4096, 4096, 4096, 1, False),
@@ -46,7 +47,8 @@ DEFAULT = [("kb1_square", 4096, 4096, 4096, 1, False),
            ("kb2_99_linear_gelu", 1024, 8192, 8192, 1, True),
            ("mingpt_c_attn", 65536, 2304, 768, 1, True),
            ("bmm_16x1024", 1024, 1024, 1024, 16, False),
-           ("skinny_k", 8192, 8192, 256, 1, False)]
+           ("skinny_k", 8192, 8192, 256, 1, False),
+           ("kb1_6_large_k", 256, 256, 524288, 1, False)]  # 16 tiles of 64x64: split-K
 SMALL = [("dry_square", 96, 80, 72, 1, False), ("dry_linear", 64, 48, 40, 1, True)]
 
 

@@ -55,6 +55,37 @@ def test_epilogue_steps_in_order_with_a_residual(i):
     torch.testing.assert_close(got, want + res, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("split", [2, 3, 7])
+def test_split_k_sums_its_runs_then_applies_the_bias_and_epilogue(split):
+    """Runs of K blocks of unequal use (K = 83 with 16-wide blocks: 6 blocks; 7 splits
+    leave one run empty), batched, with a bias, steps and a residual after the sum."""
+    torch.manual_seed(5)
+    a, b, bias = torch.randn(3, 19, 83), torch.randn(3, 83, 22), torch.randn(22)
+    res = torch.randn(3, 19, 22)
+    got = matmul_f32x3(a, b, bias, "gelu", epilogue=[("mul", 0.5), "residual"],
+                       residual=res, split_k=split)
+    want = F.gelu(torch.bmm(a, b) + bias) * 0.5 + res
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    x, w = torch.randn(5, 70), torch.randn(30, 70)  # a linear layer's weight, read in place
+    torch.testing.assert_close(matmul_f32x3(x, w.t(), split_k=split), x @ w.t(),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="at least 1"):
+        matmul_f32x3(a, b, split_k=0)
+
+
+def test_split_k_is_chosen_for_few_tiles_and_a_long_k_only():
+    from solforge.kernels.triton.gemm_f32x3 import MAX_SPLIT, SPLIT_CHUNK, _split_k
+
+    # KernelBench's 6_Matmul_with_large_K_dimension_: 16 tiles of 64x64, K = 524288
+    assert _split_k(256, 256, 524288, 1) == 32
+    assert _split_k(256, 256, 4 * SPLIT_CHUNK, 1) == 4  # each run at least a chunk long
+    assert _split_k(64, 64, 1 << 22, 1) == MAX_SPLIT
+    assert _split_k(1024, 8192, 8192, 1) == 1   # enough tiles
+    assert _split_k(256, 256, SPLIT_CHUNK, 1) == 1  # K too short to split
+    assert _split_k(256, 256, 524288, 4) == 8  # the batch's tiles count
+    assert _split_k(256, 256, 524288, 8) == 1
+
+
 def test_epilogue_mistakes_say_what_to_fix():
     a, b = torch.randn(4, 8), torch.randn(8, 5)
     with pytest.raises(ValueError, match="at most 4"):
@@ -294,9 +325,13 @@ def test_gpu_matmul_f32x3_is_fp32_accurate():
     fp32 = err(a @ b)
     assert err(matmul_f32x3(a, b)) < 4 * fp32 + 1e-7
     assert err(matmul_f32x3(a, b, precision="tf32")) > 10 * fp32
+    # few tiles, a long K: split over the SMs, the runs summed in fp32
+    a, b = torch.randn(256, 1 << 16, device="cuda"), torch.randn(1 << 16, 256, device="cuda")
+    exact = (a.double() @ b.double())
+    assert err(matmul_f32x3(a, b)) < 4 * err(a @ b) + 1e-7
 
 
-def test_batched_gemms_count_their_batches_and_few_tiles_are_left_to_cublas(tmp_path):
+def test_batched_gemms_count_their_batches_and_few_tiles_need_a_long_k(tmp_path):
     bmm = """
         class Model(nn.Module):
             def forward(self, a, b):
@@ -311,9 +346,13 @@ def test_batched_gemms_count_their_batches_and_few_tiles_are_left_to_cublas(tmp_
     many = _file(tmp_path, "bmm", bmm.format(b=128, m=256, n=256, k=256))
     (v,) = search_context(load_problem(many), "cuda").variant_matches
     assert v.description.startswith("fp32 matmul →")
-    # one 256x256 output with a long K: 16 tiles of 64x64 on 132 SMs, no split-K here
+    # one 256x256 output with a long K: 16 tiles of 64x64 on 132 SMs, K split over them
     long_k = _file(tmp_path, "long_k", bmm.format(b=1, m=256, n=256, k=1 << 17))
-    ctx = search_context(load_problem(long_k), "cuda")
+    (v,) = search_context(load_problem(long_k), "cuda").variant_matches
+    assert v.description.startswith("fp32 matmul →")
+    # the same few tiles with a K too short to split: left to cuBLAS
+    short_k = _file(tmp_path, "short_k", bmm.format(b=1, m=512, n=512, k=2048))
+    ctx = search_context(load_problem(short_k), "cuda")
     assert ctx.traced is not None and not ctx.variant_matches
 
 
@@ -460,6 +499,42 @@ def test_a_residual_and_a_one_sided_clamp(tmp_path):
     x = torch.randn(5, 24) * 4
     with torch.no_grad():
         torch.testing.assert_close(new(x), ref(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_long_k_candidate_splits_k_and_computes_the_reference(tmp_path):
+    """KernelBench's 6_Matmul_with_large_K_dimension_ (256x256, K = 524288), matched at its
+    size; its candidate run at a small one with a long K (one 64x64 tile, K = 8192: split
+    in four) gives the reference's product."""
+    body = """
+        class Model(nn.Module):
+            def forward(self, A, B):
+                return torch.matmul(A, B)
+
+        def get_inputs():
+            return [torch.rand(256, 131072 * 4), torch.rand(131072 * 4, 256)]
+
+        def get_init_inputs():
+            return []
+    """
+    ctx = search_context(load_problem(_file(tmp_path, "large_k", body)), "cuda")
+    c = next(c for c in generate_candidates(ctx)[0] if c.name == "f32x3_gemm")
+    sol = tmp_path / "cand.py"
+    sol.write_text(c.source)
+    from solforge.kernels.triton.gemm_f32x3 import _split_k
+
+    assert _split_k(16, 24, 8192, 1) == 4
+    torch.manual_seed(2)
+    a, b = torch.rand(16, 8192), torch.rand(8192, 24)
+    got = import_file(sol).ModelNew()(a, b)
+    torch.testing.assert_close(got, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_the_pattern_and_the_kernel_agree_on_when_k_is_split():
+    from solforge.kernels.triton import gemm_f32x3 as kernel
+    from solforge.search.patterns import gemm_f32x3 as pattern
+
+    assert pattern.SPLIT_MIN_K == 2 * kernel.SPLIT_CHUNK
+    assert pattern.MIN_TILES == kernel.SPLIT_BELOW_TILES
 
 
 def test_the_pattern_and_the_kernel_agree_on_the_step_limit():

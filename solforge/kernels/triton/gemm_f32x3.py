@@ -26,14 +26,17 @@ dims (folded into one), any strides (``W.t()`` of a linear layer's weight is rea
 place: :func:`linear_f32x3`; an operand whose K is not its contiguous dim is copied
 K-major first when the GEMM is large: ``_k_major``); ``bias`` [N]. Tiles are visited in
 groups of ``GROUP_M`` row tiles so that neighbouring programs share ``b``'s tiles in L2.
+A GEMM with few output tiles and a long K (``_split_k``) is cut along K: each run of K
+blocks a program of its own, the partial tiles summed in fp32.
 
 Not covered: dtypes other than fp32 (16-bit GEMMs have their own tensor cores, and
 cuBLAS is at their speed of light already); broadcasting batch dims other than a 2-D
 ``b``; a bias other than [N]; epilogue steps that read tensors other than one residual of
 the output's shape (a per-column scale, a broadcast bias: they stay in the reference's
 graph after the call); bit-equality with cuBLAS (the sums run in another
-order, as any two GEMMs' do); split-K (a GEMM with few output tiles and a long K runs on
-few SMs). Under the interpreter ``tl.dot`` computes in plain fp32, so CPU tests check the
+order, as any two GEMMs' do); a split-K GEMM's epilogue fused in the kernel (it runs
+after the sum, in PyTorch: one more pass over a small output); split-K for GEMMs with few
+tiles and a K under two ``SPLIT_CHUNK``s. Under the interpreter ``tl.dot`` computes in plain fp32, so CPU tests check the
 indexing, masks and epilogue, not the 3xTF32 error (the GPU test does).
 """
 
@@ -107,17 +110,24 @@ def _configs() -> list[triton.Config]:
                                                 "GROUP_M": 2}, num_warps=4))
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K", "HAS_BIAS", "OP1", "OP2", "OP3", "OP4"])
+@triton.autotune(configs=_configs(),
+                 key=["M", "N", "K", "SPLIT", "HAS_BIAS", "OP1", "OP2", "OP3", "OP4"])
 @triton.jit
-def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K,
-               s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_rb, s_rm, s_rn, s_cb, s_cm, s_cn,
+def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K, SPLIT,
+               s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_rb, s_rm, s_rn, s_cs, s_cb, s_cm, s_cn,
                c1, c2, c3, c4,
                HAS_BIAS: tl.constexpr, OP1: tl.constexpr, OP2: tl.constexpr,
                OP3: tl.constexpr, OP4: tl.constexpr, PRECISION: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                GROUP_M: tl.constexpr):
+    # program (tile, batch, split): a split-K launch (SPLIT > 1) gives each split an equal
+    # run of whole K blocks and stores its partial tile at c + split * s_cs, unreduced
     pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2)
+    k_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT) * BLOCK_K
+    k_lo = split * k_per
+    k_len = tl.minimum(K - k_lo, k_per)  # <= 0 for a split past the end: nothing to add
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     in_group = GROUP_M * tiles_n
@@ -130,12 +140,12 @@ def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K,
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     a_ptrs = (a_ptr + batch * s_ab + rows[:, None].to(tl.int64) * s_am
-              + ks[None, :].to(tl.int64) * s_ak)
-    b_ptrs = (b_ptr + batch * s_bb + ks[:, None].to(tl.int64) * s_bk
+              + (k_lo + ks[None, :]).to(tl.int64) * s_ak)
+    b_ptrs = (b_ptr + batch * s_bb + (k_lo + ks[:, None]).to(tl.int64) * s_bk
               + cols[None, :].to(tl.int64) * s_bn)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        left = K - k * BLOCK_K
+    for k in range(0, tl.cdiv(k_len, BLOCK_K)):
+        left = k_len - k * BLOCK_K
         a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (ks[None, :] < left), other=0.0)
         b = tl.load(b_ptrs, mask=(ks[:, None] < left) & (cols[None, :] < N), other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
@@ -155,9 +165,29 @@ def _mm_kernel(a_ptr, b_ptr, bias_ptr, r_ptr, c_ptr, M, N, K,
     acc = _step(acc, OP2, c2, r_base, r_off, out_mask)
     acc = _step(acc, OP3, c3, r_base, r_off, out_mask)
     acc = _step(acc, OP4, c4, r_base, r_off, out_mask)
-    c_ptrs = (c_ptr + batch * s_cb + rows[:, None].to(tl.int64) * s_cm
-              + cols[None, :].to(tl.int64) * s_cn)
+    c_ptrs = (c_ptr + split.to(tl.int64) * s_cs + batch * s_cb
+              + rows[:, None].to(tl.int64) * s_cm + cols[None, :].to(tl.int64) * s_cn)
     tl.store(c_ptrs, acc, mask=out_mask)
+
+
+# Split-K (``_split_k``): a GEMM with fewer than SPLIT_BELOW_TILES output tiles of 64x64
+# (KernelBench's 6_Matmul_with_large_K_dimension_: 256x256 with K = 524288, 16 tiles on
+# an H100's 132 SMs) and a K of at least two SPLIT_CHUNKs is cut along K into enough
+# splits for about SPLIT_PROGRAMS programs of 64x64, at most MAX_SPLIT, each at least a
+# SPLIT_CHUNK of K long
+SPLIT_BELOW_TILES = 128
+SPLIT_CHUNK = 2048
+SPLIT_PROGRAMS = 512
+MAX_SPLIT = 64
+
+
+def _split_k(m: int, n: int, k: int, batches: int) -> int:
+    """How many runs of K a GEMM of ``batches`` [M, K] @ [K, N] products is cut into: 1
+    unless it has few output tiles and a long K (the constants above)."""
+    tiles = batches * triton.cdiv(m, 64) * triton.cdiv(n, 64)
+    if tiles >= SPLIT_BELOW_TILES or k < 2 * SPLIT_CHUNK:
+        return 1
+    return max(1, min(triton.cdiv(SPLIT_PROGRAMS, tiles), k // SPLIT_CHUNK, MAX_SPLIT))
 
 
 # Operands are copied K-major (``_k_major``) when the other operand's extent is at least
@@ -221,8 +251,8 @@ def _program(activation: str | None, epilogue: tuple | list) -> list[tuple[int, 
 
 def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
                  activation: str | None = None, *, epilogue: tuple | list = (),
-                 residual: torch.Tensor | None = None, precision: str = "tf32x3"
-                 ) -> torch.Tensor:
+                 residual: torch.Tensor | None = None, precision: str = "tf32x3",
+                 split_k: int | None = None) -> torch.Tensor:
     """``a @ b + bias``, then ``activation``, then each ``epilogue`` step in order, in fp32
     at fp32 accuracy (see the module docstring). A step is a name of ``STEPS`` or a
     ``(name, number)`` pair: ``("add", c)`` is ``x + c``, ``("mul", c)`` ``x * c``,
@@ -230,7 +260,10 @@ def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = N
     ``("clamp_min", lo)``, ``("clamp_max", hi)``, ``"residual"`` adds ``residual`` (the
     output's shape, any strides); at most ``MAX_STEPS`` with the activation. ``precision``
     is ``tl.dot``'s ``input_precision``: ``"tf32x3"``, or ``"ieee"`` for the same kernel on
-    the SIMT units (a comparison point for probes)."""
+    the SIMT units (a comparison point for probes). ``split_k``: the runs K is cut into
+    (default: ``_split_k``'s choice); with more than one, each run's partial product goes
+    to an fp32 workspace, the runs are summed in fp32 and the bias and epilogue applied
+    after, in PyTorch."""
     _check(a, b, bias)
     program = _program(activation, epilogue)
     k, n = b.shape[-2], b.shape[-1]
@@ -257,21 +290,44 @@ def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = N
         if k == 0:  # no tile to run the epilogue in
             return _reference_epilogue(torch.zeros_like(c) + (bias if bias is not None else 0),
                                        program, r3).view(*lead, n)
+        split = _split_k(m, n, k, batches) if split_k is None else int(split_k)
+        if split < 1:
+            raise ValueError(f"matmul_f32x3: split_k={split_k}; use a count of at least 1")
+        if split > 1:  # partial products, reduced and finished below
+            ws = torch.empty((split, batches, m, n), dtype=torch.float32, device=a.device)
+            _launch(a3, b3, None, None, ws, b.dim() > 2, split, precision,
+                    [(0, 0.0)] * MAX_STEPS)
+            c = ws.sum(0)
+            if bias is not None:
+                c += bias
+            return _reference_epilogue(c, program, r3).view(*lead, n)
         if r3 is not None and 256 * max(r3.stride()[1:]) >= 2**31:
             r3 = r3.contiguous()  # the kernel's offsets within a tile are 32-bit
-        r = r3 if r3 is not None else c
-        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),
-                             batches)
-        (op1, c1), (op2, c2), (op3, c3), (op4, c4) = program
-        _mm_kernel[grid](a3, b3, bias if bias is not None else c, r, c, m, n, k,
-                         a3.stride(0), a3.stride(1), a3.stride(2),
-                         b3.stride(0) if b.dim() > 2 else 0, b3.stride(1), b3.stride(2),
-                         r.stride(0) if r3 is not None and r3.shape[0] > 1 else 0,
-                         r.stride(1), r.stride(2),
-                         c.stride(0), c.stride(1), c.stride(2), c1, c2, c3, c4,
-                         HAS_BIAS=bias is not None, OP1=op1, OP2=op2, OP3=op3, OP4=op4,
-                         PRECISION=precision)
+        _launch(a3, b3, bias, r3, c.unsqueeze(0), b.dim() > 2, 1, precision, program)
     return c.view(*lead, n)
+
+
+def _launch(a3: torch.Tensor, b3: torch.Tensor, bias: torch.Tensor | None,
+            r3: torch.Tensor | None, out: torch.Tensor, batched_b: bool, split: int,
+            precision: str, program: list[tuple[int, float]]) -> None:
+    """One launch of ``_mm_kernel``: ``out`` [split, batches, M, N] gets each split's
+    product of ``a3`` [batches, M, K] and ``b3`` [batches or 1, K, N], with the bias and
+    the epilogue ``program`` applied in the kernel (a split launch passes none)."""
+    batches, m, k = a3.shape
+    n = b3.shape[-1]
+    c = out[0]
+    r = r3 if r3 is not None else c
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),
+                         batches, split)
+    (op1, c1), (op2, c2), (op3, c3), (op4, c4) = program
+    _mm_kernel[grid](a3, b3, bias if bias is not None else c, r, out, m, n, k, split,
+                     a3.stride(0), a3.stride(1), a3.stride(2),
+                     b3.stride(0) if batched_b else 0, b3.stride(1), b3.stride(2),
+                     r.stride(0) if r3 is not None and r3.shape[0] > 1 else 0,
+                     r.stride(1), r.stride(2),
+                     out.stride(0), c.stride(0), c.stride(1), c.stride(2), c1, c2, c3, c4,
+                     HAS_BIAS=bias is not None, OP1=op1, OP2=op2, OP3=op3, OP4=op4,
+                     PRECISION=precision)
 
 
 def linear_f32x3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
