@@ -142,6 +142,7 @@ def test_an_mn_major_operand_of_a_large_gemm_is_copied_k_major():
 def test_empty_dims():
     bias = torch.randn(6)
     assert matmul_f32x3(torch.randn(0, 4), torch.randn(4, 6)).shape == (0, 6)
+    assert matmul_f32x3(torch.randn(0, 8192), torch.randn(8192, 6)).shape == (0, 6)  # long K
     got = matmul_f32x3(torch.randn(3, 0), torch.randn(0, 6), bias, "relu")
     torch.testing.assert_close(got, torch.relu(bias).expand(3, 6))
     res = torch.randn(3, 6)

@@ -285,26 +285,27 @@ def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = N
         r3 = residual.reshape(batch, a.shape[-2], n) if residual is not None else None
     batches, m = a3.shape[0], a3.shape[1]
     a3, b3 = _k_major(a3, 2, n), _k_major(b3, 1, m)
-    c = torch.empty((batches, m, n), dtype=torch.float32, device=a.device)
-    if c.numel():
-        if k == 0:  # no tile to run the epilogue in
-            return _reference_epilogue(torch.zeros_like(c) + (bias if bias is not None else 0),
-                                       program, r3).view(*lead, n)
-        split = _split_k(m, n, k, batches) if split_k is None else int(split_k)
-        if split < 1:
-            raise ValueError(f"matmul_f32x3: split_k={split_k}; use a count of at least 1")
-        if split > 1:  # partial products, reduced and finished below
-            ws = torch.empty((split, batches, m, n), dtype=torch.float32, device=a.device)
-            _launch(a3, b3, None, None, ws, b.dim() > 2, split, precision,
-                    [(0, 0.0)] * MAX_STEPS)
-            c = ws.sum(0)
-            if bias is not None:
-                c += bias
-            return _reference_epilogue(c, program, r3).view(*lead, n)
-        if r3 is not None and 256 * max(r3.stride()[1:]) >= 2**31:
-            r3 = r3.contiguous()  # the kernel's offsets within a tile are 32-bit
-        _launch(a3, b3, bias, r3, c.unsqueeze(0), b.dim() > 2, 1, precision, program)
-    return c.view(*lead, n)
+    if not batches * m * n:
+        return torch.empty((*lead, n), dtype=torch.float32, device=a.device)
+    split = _split_k(m, n, k, batches) if split_k is None else int(split_k)
+    if split < 1:
+        raise ValueError(f"matmul_f32x3: split_k={split_k}; use a count of at least 1")
+    if k == 0:  # no tile to run the epilogue in
+        c = torch.zeros((batches, m, n), dtype=torch.float32, device=a.device)
+        return _reference_epilogue(c + (bias if bias is not None else 0), program,
+                                   r3).view(*lead, n)
+    if split > 1:  # partial products, summed and finished here
+        ws = torch.empty((split, batches, m, n), dtype=torch.float32, device=a.device)
+        _launch(a3, b3, None, None, ws, b.dim() > 2, split, precision, [(0, 0.0)] * MAX_STEPS)
+        c = ws.sum(0)
+        if bias is not None:
+            c += bias
+        return _reference_epilogue(c, program, r3).view(*lead, n)
+    if r3 is not None and 256 * max(r3.stride()[1:]) >= 2**31:
+        r3 = r3.contiguous()  # the kernel's offsets within a tile are 32-bit
+    c = torch.empty((1, batches, m, n), dtype=torch.float32, device=a.device)
+    _launch(a3, b3, bias, r3, c, b.dim() > 2, 1, precision, program)
+    return c[0].view(*lead, n)
 
 
 def _launch(a3: torch.Tensor, b3: torch.Tensor, bias: torch.Tensor | None,
