@@ -36,8 +36,9 @@ the output's shape (a per-column scale, a broadcast bias: they stay in the refer
 graph after the call); bit-equality with cuBLAS (the sums run in another
 order, as any two GEMMs' do); a split-K GEMM's epilogue fused in the kernel (it runs
 after the sum, in PyTorch: one more pass over a small output); split-K for GEMMs with few
-tiles and a K under two ``SPLIT_CHUNK``s. Under the interpreter ``tl.dot`` computes in plain fp32, so CPU tests check the
-indexing, masks and epilogue, not the 3xTF32 error (the GPU test does).
+tiles and a K under two ``SPLIT_CHUNK``s. Under the interpreter ``tl.dot`` computes in
+plain fp32, so CPU tests check the indexing, masks and epilogue, not the 3xTF32 error
+(the GPU test does).
 """
 
 from __future__ import annotations
