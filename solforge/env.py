@@ -37,6 +37,7 @@ SERVE_TOKEN = "SOLFORGE_SERVE_TOKEN"
 SERVE_URL = "SOLFORGE_SERVE_URL"
 RAY_ACTOR = "SOLFORGE_RAY_ACTOR"
 RUNNER_FORK = "SOLFORGE_RUNNER_FORK"
+COMPILE_WARMUP_S = "SOLFORGE_COMPILE_WARMUP_S"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob(SPARES, "runners a judge keeps started ahead of need"),
     Knob(RUNNER_FORK, "0: every CPU runner starts as a new Python process instead of being "
                       "forked from the judge's runner zygote (bench/runner/zygote.py)"),
+    Knob(COMPILE_WARMUP_S, "seconds a torch.compile baseline may spend compiling one "
+                           "workload before it is recorded unavailable (default 90); a "
+                           "cached verdict stands until --fresh-baselines", verdict=True),
     Knob(HARDEN_GPU, "1: GPU runs get the CPU runs' capability drop and non-dumpable judge",
          verdict=True),
     Knob(FS_VIEW, "0: runners and shell commands see the filesystem as this user does "
@@ -143,6 +147,16 @@ def spares() -> int | None:
 def runner_fork() -> bool:
     """Whether CPU runners are forked from a runner zygote (default on)."""
     return _raw(RUNNER_FORK) != "0"
+
+
+def compile_warmup_s() -> float | None:
+    """``$SOLFORGE_COMPILE_WARMUP_S``, or None when unset (a malformed or non-positive
+    value is an error naming the variable)."""
+    v = _number(COMPILE_WARMUP_S, "seconds, a number above 0")
+    if v is not None and v <= 0:
+        raise ValueError(f"{COMPILE_WARMUP_S}={_raw(COMPILE_WARMUP_S)!r}: give seconds, "
+                         "a number above 0")
+    return v
 
 
 def harden_gpu() -> bool:

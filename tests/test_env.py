@@ -28,12 +28,16 @@ def test_every_solforge_variable_named_in_the_package_is_a_known_knob():
     assert named - set(env.KNOBS) == set()
 
 
-def test_a_malformed_size_names_the_variable(monkeypatch):
-    monkeypatch.setenv(env.DEVICE_MEMORY_MB, "lots")
-    with pytest.raises(ValueError, match="SOLFORGE_DEVICE_MEMORY_MB='lots'"):
-        env.device_memory_mb()
-    monkeypatch.setenv(env.DEVICE_MEMORY_MB, " 4096 ")
-    assert env.device_memory_mb() == 4096.0
+@pytest.mark.parametrize("name, read, bad, good, value", [
+    (env.DEVICE_MEMORY_MB, env.device_memory_mb, "lots", " 4096 ", 4096.0),
+    (env.COMPILE_WARMUP_S, env.compile_warmup_s, "0", "12.5", 12.5),  # seconds above 0
+])
+def test_a_malformed_size_names_the_variable(monkeypatch, name, read, bad, good, value):
+    monkeypatch.setenv(name, bad)
+    with pytest.raises(ValueError, match=f"{name}='{bad}'"):
+        read()
+    monkeypatch.setenv(name, good)
+    assert read() == value
 
 
 def test_verdict_knobs_are_the_set_ones_that_change_verdicts(monkeypatch):
