@@ -20,6 +20,17 @@ PROBLEMS = FIXTURES / "problems"
 SOLUTIONS = FIXTURES / "solutions"
 
 
+def interpreted_options(**overrides):
+    """Evaluator options for candidates whose Triton kernels the interpreter runs on this
+    CPU (up to seconds a call): two correctness trials per workload, the eager baseline,
+    and three timed calls instead of ten (the figures are not what these tests check;
+    the timing's own tests keep the default)."""
+    from solforge.records.options import EvalOptions
+
+    return EvalOptions(**{"device": "cpu", "baselines": ["eager"], "budget_ms": 50,
+                          "timeout_s": 120, "trials": 2, "min_calls": 3, **overrides})
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     # tests never read or write the user's real cache (baselines, compiled kernels)

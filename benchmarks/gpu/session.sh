@@ -3,6 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash benchmarks/gpu/session.sh STEP [STEP ...]
 # Steps: env calibrate waitprofile tests reference examples cute hacks probe optimize throughput
+#        pack (last: more than 8 files of $OUT packed into $OUT/all.tgz, a call's limit)
 #        solunits (benchmarks/gpu/check_sol_units.py: SOL units per op family)
 #        winners (WINNERS="PROBLEM=SOLUTION ...": kept solutions on WINNER_TRIALS fresh seeds)
 #        tpprofile (the warm Triton evaluations under py-spy, from the py-spy wheel in .whl/)
@@ -202,6 +203,15 @@ for s in "$@"; do
         --device ${DEVICE:-cuda} --parts warm --count ${TP_COUNT:-3} \
         --json "$OUT/throughput_profiled.json" > "$OUT/tpprofile.log" 2>&1
       rc=$?; tail -30 "$OUT/tpprofile.log"; finished tpprofile $rc ;;
+    pack)
+      # a call brings back 8 files of $OUT: more are packed into $OUT/all.tgz (the optimize
+      # step alone writes 8; session 25's first call lost its run folder so)
+      step pack
+      n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+      if [ "$n" -gt 8 ]; then
+        (cd "$OUT" && tar czf /tmp/all.tgz --exclude=all.tgz . && find . -mindepth 1 -delete \
+          && mv /tmp/all.tgz all.tgz) && echo "packed $n files into \$OUT/all.tgz"
+      fi ;;
     *) echo "unknown step $s" ;;
   esac
 done

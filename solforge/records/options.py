@@ -24,6 +24,10 @@ class EvalOptions(BaseModel):
                         "baselines (>1: the re-measurement of a winner)")
     budget_ms: float = Field(0.0, description="timed-loop budget per workload (0: by device)")
     max_calls: int = Field(200, description="timed calls per workload, at most")
+    min_calls: int = Field(10, ge=1, description="timed calls per workload, at least (when "
+                           "it exceeds max_calls it wins): fewer give a cheaper, noisier "
+                           "figure, for calls that take seconds (Triton's interpreter on a "
+                           "CPU) where only correctness matters")
     policy: str = Field("default", description="default (flag) or strict (reject) fallbacks")
     languages: list[str] | None = Field(None, description="languages that count (None: all)")
     memory_mb: int = Field(16384, description="host memory limit of the candidate")

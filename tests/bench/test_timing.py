@@ -77,6 +77,19 @@ def test_measure_keeps_outputs_for_later_checks():
     assert sorted(small.outputs) == [9]  # room for one output: the newest is kept
 
 
+def test_the_floor_of_timed_calls_is_an_option():
+    """Ten timed calls at the least by default, whatever the budget; ``min_calls`` lowers
+    the floor (a Triton kernel under the CPU interpreter takes seconds a call)."""
+    p = load_problem(PROBLEMS / "tiny_linear.py")
+    sol = reference_solution(p)
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=0.01,
+                               trials=1, workloads=["small"])) as ev:
+        default = ev.evaluate(p, sol).workloads[0]
+        three = ev.evaluate(p, sol, min_calls=3).workloads[0]
+    assert default.timed_calls == 10 and three.timed_calls == 3, (default, three)
+    assert three.time_ms and three.eager_ms
+
+
 @pytest.mark.alone  # a speed ratio on the CPU: no other worker's load
 def test_reference_against_itself_is_about_one():
     """No systematic bias between the runner's clock and the judge's baseline. A call

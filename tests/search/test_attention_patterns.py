@@ -18,12 +18,11 @@ from solforge.bench.evaluator import Evaluator
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
-from solforge.records.options import EvalOptions
 from solforge.search import runtime
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.match import find_matches
 from solforge.search.trace import trace_reference
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, interpreted_options
 
 KB3 = FIXTURES / "kernelbench" / "KernelBench" / "level3"
 MINGPT = KB3 / "43_MinGPTCausalAttention.py"
@@ -76,8 +75,7 @@ def _models(tmp_path: Path, path: Path, source: str, train: bool):
 
 @pytest.fixture(scope="module")
 def ev():
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120, trials=2)) as e:
+    with Evaluator(interpreted_options()) as e:
         yield e
 
 

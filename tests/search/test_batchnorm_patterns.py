@@ -43,10 +43,10 @@ from solforge.bench.evaluator import Evaluator
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
-from solforge.records.options import EvalOptions
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.match import find_matches
 from solforge.search.trace import trace_reference
+from tests.conftest import interpreted_options
 
 RESNET_BLOCK = '''
 import torch
@@ -199,8 +199,7 @@ def test_resnet_block_candidate_passes_the_evaluator(tmp_path):
     p, c = _library(path)
     sol = tmp_path / "solution.py"
     sol.write_text(c.source)
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120, trials=2)) as ev:
+    with Evaluator(interpreted_options()) as ev:
         r = ev.evaluate(p, sol)
     assert r.status is Status.PASSED, r.message
     assert "torch_fallback" not in r.flags and "calls_reference" not in r.flags

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from solforge.bench.evaluator import Evaluator
-from solforge.records.options import EvalOptions
 from solforge.records.evaluation import Status
 from solforge.problems import find_builtin
 from solforge.search.candidates import generate_candidates, search_context
+from tests.conftest import interpreted_options
 
 pytestmark = pytest.mark.usefixtures("two_spares")  # long evaluations, back to back
 
@@ -64,8 +64,7 @@ CASES = [
 def ev():
     # two correctness trials per workload, fresh inputs each (the default is more): the
     # Triton candidates run under the interpreter, a program per row
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120, trials=2)) as e:
+    with Evaluator(interpreted_options()) as e:
         yield e
 
 

@@ -19,12 +19,11 @@ from solforge.bench.measure.inputs import build_model, init_args, make_inputs
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
-from solforge.records.options import EvalOptions
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.emit import BASE_IMPORTS, standalone_file
 from solforge.search.fxsource import forward_source
 from solforge.search.trace import HOST_ELEMENTS, TraceError, _SmallOnHost, trace_reference
-from tests.conftest import PROBLEMS
+from tests.conftest import PROBLEMS, interpreted_options
 
 pytestmark = pytest.mark.usefixtures("two_spares")  # evaluations back to back
 
@@ -104,8 +103,7 @@ def test_the_graphs_guards_refuse_what_was_not_traced(tmp_path):
 
 @pytest.fixture(scope="module")
 def ev():
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=50,
-                               timeout_s=120, trials=2)) as e:
+    with Evaluator(interpreted_options()) as e:
         yield e
 
 

@@ -59,7 +59,8 @@ CLOCK_RETRIES = 2       # extra batches when the judge's clock disagrees with th
 
 
 def _timing_config(opts: EvalOptions) -> TimingConfig:
-    return TimingConfig(budget_ms=opts.timing_budget_ms(), max_calls=opts.max_calls)
+    return TimingConfig(budget_ms=opts.timing_budget_ms(), max_calls=opts.max_calls,
+                        min_calls=opts.min_calls)
 
 
 def per_round(cfg: TimingConfig, rounds: int) -> TimingConfig:
