@@ -206,6 +206,8 @@ def test_sum_dim(shape, dim, mean, dtype):
     x = torch.randn(shape).to(dtype)
     out = K.sum_dim(x, dim, mean=mean)
     close(out, x.mean(dim) if mean else x.sum(dim))
+    kept = K.sum_dim(x, dim, mean=mean, keepdim=True)
+    close(kept, x.mean(dim, keepdim=True) if mean else x.sum(dim, keepdim=True))
 
 
 def test_sum_dim_reads_strided_views_and_empty_dims_as_torch():

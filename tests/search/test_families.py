@@ -180,6 +180,8 @@ def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     ("kb_layernorm_small.py", "layer_norm", "normalized_shape=self.ln.normalized_shape"),
     ("kb_cross_entropy_small.py", "cross_entropy", "cross_entropy(predictions, targets"),
     ("kb_argmax_dim1_small.py", "argmax", "argmax_dim(x, self.dim)"),
+    # 47: the sum over an attribute's dim, kept with size 1
+    ("kb_sum_dim1_keepdim_small.py", "sum_dim", "sum_dim(x, self.dim, keepdim=True)"),
     # 35, 34, 38 and 39 at CPU sizes: GroupNorm, InstanceNorm2d, L1 and L2 over rows
     # (rows past the interpreter's piece: the cooperative cut, in two launches)
     ("kb_groupnorm_small.py", "group_norm", "group_norm(x, self.gn.num_groups"),

@@ -53,9 +53,16 @@ def _sum_dim_kernel(x_ptr, y_ptr, K, B, stride_a, stride_k, inv_k, MEAN: tl.cons
     tl.store(y_ptr + a * B + cols, cast_rne(acc, y_ptr.dtype.element_ty), mask=ok)
 
 
-def sum_dim(x: torch.Tensor, dim: int, mean: bool = False) -> torch.Tensor:
-    """``x.sum(dim)`` (``x.mean(dim)`` with ``mean``) for a floating-point ``x`` and a
-    ``dim`` other than the last, accumulated in fp32: ``x``'s dtype, ``dim`` removed."""
+def sum_dim(x: torch.Tensor, dim: int, mean: bool = False, keepdim: bool = False
+            ) -> torch.Tensor:
+    """``x.sum(dim, keepdim)`` (``x.mean(dim, keepdim)`` with ``mean``) for a
+    floating-point ``x`` and a ``dim`` other than the last, accumulated in fp32: ``x``'s
+    dtype, ``dim`` removed (kept with size 1 with ``keepdim``: a view of the result)."""
+    y = _sum_dim(x, dim, mean)
+    return y.unsqueeze(dim % x.dim()) if keepdim else y
+
+
+def _sum_dim(x: torch.Tensor, dim: int, mean: bool) -> torch.Tensor:
     if not x.is_floating_point():
         raise ValueError(f"sum_dim: floating-point input only, got {x.dtype}")
     d = dim % x.dim() if x.dim() else 0

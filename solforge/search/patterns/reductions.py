@@ -20,15 +20,16 @@ library's ``softmax_topk``, one launch where eager PyTorch and torch.compile tak
 five (Mixtral's router; ``kernels/triton/router.py``). The softmax must feed only the
 top-k, and the values only the renormalisation.
 
-``sum_dim``: ``x.sum(dim)`` / ``x.mean(dim)`` over one dim other than the last, of a
-floating-point ``x`` → the library's ``sum_dim`` (``kernels/triton/reduce_dim.py``), which
+``sum_dim``: ``x.sum(dim)`` / ``x.mean(dim)`` over one dim other than the last (a number
+or a module attribute, ``keepdim`` either way), of a floating-point ``x`` → the library's
+``sum_dim`` (``kernels/triton/reduce_dim.py``), which
 reads contiguous tiles along the kept last dims: an MoE layer's combine of its top-k
 expert outputs, a vision encoder's token pooling.
 
 Not covered: ``dim=None`` (the argmax of the flattened tensor), integer inputs,
 ``max(dim)`` / ``min(dim)`` (values and indices); top-k over more than
 4096 experts, ``sorted=False``, sigmoid scoring and grouped routing (DeepSeek-V3); sums over
-several dims, with ``keepdim`` or a ``dtype``, and over the last dim (the norm and softmax
+several dims, with a ``dtype``, and over the last dim (the norm and softmax
 patterns take those inside their own forms).
 """
 
@@ -190,19 +191,24 @@ def find_sum_dim(tr: TracedReference) -> list[Match]:
             dim = dim[0] if len(dim) == 1 else None
         if t is None or out is None or dtype(x) not in FLOATS or out.dtype != t.dtype:
             continue
-        if not isinstance(dim, int) or keepdim is not False or t.dim() < 2 or \
-                is_last_dim(dim, t.dim()) or not -t.dim() <= dim < t.dim():
+        d = number(dim)  # a number, or a module attribute (KernelBench's ``self.dim``)
+        if d is None or d != int(d) or keepdim not in (False, True) or t.dim() < 2 or \
+                is_last_dim(dim, t.dim()) or not -t.dim() <= d < t.dim():
             continue
         mean = kind == "mean"
+        kw = {"mean": True} if mean else {}
+        if keepdim:
+            kw["keepdim"] = True
 
-        def build(g, m, x=x, dim=dim, mean=mean):
-            return [call(g, SUM_DIM, (m(x), dim), {"mean": True} if mean else {},
+        def build(g, m, x=x, dim=dim, kw=kw, mean=mean):
+            return [call(g, SUM_DIM, (m(x), dim), kw,
                          ("mean" if mean else "sum") + " over a middle dim, contiguous "
                          "tiles of the last dims", "pooled" if mean else "summed")]
 
         found.append(Match("sum_dim", {n}, [n], build,
-                           f"{kind} over dim {dim} (not the last) → sum_dim (tiles along the "
-                           "kept dims)", ("library_kernel",), set(), (SUM_DIM,)))
+                           f"{kind} over dim {int(d)}" + (", keepdim" if keepdim else "") +
+                           " (not the last) → sum_dim (tiles along the kept dims)",
+                           ("library_kernel",), set(), (SUM_DIM,)))
     return found
 
 
