@@ -133,9 +133,11 @@ def compile_all():
                  num_warps=8)
     _compile(row_argmax._argmax_combine_kernel, dict(val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
              dict(BLOCK_S=64))
-    for mean in (True, False):
-        _compile(reduce_dim._sum_dim_kernel.fn, dict(x_ptr=BF16, y_ptr=BF16),
-                 dict(MEAN=mean, BLOCK_B=1024), floats=("inv_k",))
+    # sum, mean, max and min; one row a step and several
+    for op, mean, rows, ptr in ((0, True, 1, BF16), (0, False, 4, BF16), (1, False, 8, FP32),
+                                (2, False, 4, FP16)):
+        _compile(reduce_dim._reduce_dim_kernel.fn, dict(x_ptr=ptr, y_ptr=ptr),
+                 dict(OP=op, MEAN=mean, BLOCK_B=1024, ROWS=rows), floats=("inv_k",))
     for renorm in (True, False):
         _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),
                  dict(K=2, RENORM=renorm, BLOCK_R=64, BLOCK_E=8))

@@ -222,6 +222,66 @@ def test_sum_dim_reads_strided_views_and_empty_dims_as_torch():
         K.sum_dim(x, -1)
 
 
+def same_values(out, ref):
+    """Bit for bit but NaN's payload: the same NaNs, values and signs of zeros."""
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    nan = ref.isnan()
+    assert torch.equal(out.isnan(), nan)
+    assert torch.equal(out[~nan], ref[~nan])
+    assert torch.equal(out[~nan].signbit(), ref[~nan].signbit())
+
+
+@pytest.mark.parametrize("shape,dim,dtype", [
+    ((4, 37, 70), 1, FP32), ((3, 2, 5, 70), -3, BF16), ((5, 3, 7), 0, FP16),
+    ((2, 6, 1), 1, FP32), ((3, 9, 2, 5), 2, BF16)])
+def test_max_min_dim(shape, dim, dtype):
+    x = torch.randn(shape).to(dtype)
+    for keepdim in (False, True):
+        same_values(K.max_dim(x, dim, keepdim), torch.max(x, dim, keepdim).values)
+        same_values(K.min_dim(x, dim, keepdim), torch.min(x, dim, keepdim).values)
+        assert torch.equal(K.max_dim(x, dim, keepdim), torch.amax(x, dim, keepdim))
+
+
+def test_max_min_dim_nans_infinities_and_zeros_as_torch():
+    nan, inf = float("nan"), float("inf")
+    x = torch.randn(3, 11, 7)
+    x[0, 0, 0] = nan             # NaN first, in the middle, in the masked last step
+    x[0, 4, 1] = nan
+    x[0, 10, 2] = x[0, 3, 2] = nan
+    x[1, :, 0] = -inf            # all -inf, all +inf, both
+    x[1, :, 1] = inf
+    x[1, :, 2] = -inf
+    x[1, 6, 2] = inf
+    x[2, :, 0] = -0.0            # zeros of both signs: the first stays
+    x[2, 5, 0] = 0.0
+    x[2, :, 1] = 0.0
+    x[2, 1, 1] = -0.0
+    x[2, :, 2] = nan             # all NaN
+    for dtype in (FP32, BF16, FP16):
+        y = x.to(dtype)
+        same_values(K.max_dim(y, 1), torch.max(y, 1).values)
+        same_values(K.min_dim(y, 1), torch.min(y, 1).values)
+        ref = torch.amin(y, 1, keepdim=True)  # equal as numbers; NaN where amin has it
+        assert torch.equal(K.min_dim(y, 1, keepdim=True).isnan(), ref.isnan())
+
+
+def test_max_min_dim_views_empty_shapes_and_bad_input_as_torch():
+    x = torch.randn(2, 9, 130)[:, 1:]  # no copy
+    same_values(K.max_dim(x, 1), x.max(1).values)
+    xt = torch.randn(4, 6, 10).transpose(0, 1)  # copied
+    same_values(K.min_dim(xt, 1), xt.min(1).values)
+    assert K.max_dim(torch.randn(0, 4, 3), 1).shape == (0, 3)
+    with pytest.raises(IndexError, match="non-zero size"):
+        K.max_dim(torch.randn(3, 0, 5), 1)
+    with pytest.raises(IndexError, match="non-zero size"):
+        K.min_dim(torch.randn(0, 0, 5), 1, keepdim=True)
+    for dim in (2, 3, -4):  # the last, and past the rank either way
+        with pytest.raises(ValueError, match="a dim other than the last"):
+            K.max_dim(x, dim)
+    with pytest.raises(ValueError, match="floating-point"):
+        K.min_dim(torch.ones(3, 4, 5, dtype=torch.int32), 1)
+
+
 @pytest.mark.parametrize("tokens,experts,k,renorm,out", [
     (17, 8, 2, True, BF16), (1, 16, 4, True, BF16), (131, 8, 2, False, FP32),
     (5, 60, 6, True, FP32), (3, 4, 4, False, BF16)])

@@ -182,6 +182,8 @@ def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     ("kb_argmax_dim1_small.py", "argmax", "argmax_dim(x, self.dim)"),
     # 47: the sum over an attribute's dim, kept with size 1
     ("kb_sum_dim1_keepdim_small.py", "sum_dim", "sum_dim(x, self.dim, keepdim=True)"),
+    # 49: the values of torch.max over an attribute's dim, the indices dropped
+    ("kb_max_dim1_small.py", "max_dim", "max_dim(x, self.dim)"),
     # 35, 34, 38 and 39 at CPU sizes: GroupNorm, InstanceNorm2d, L1 and L2 over rows
     # (rows past the interpreter's piece: the cooperative cut, in two launches)
     ("kb_groupnorm_small.py", "group_norm", "group_norm(x, self.gn.num_groups"),

@@ -1,6 +1,7 @@
-"""KernelBench's LayerNorm over three dims, cross-entropy and argmax over dim 1 get the
-library kernels: each KernelBench file is matched as written (traced at its own sizes, on
-the meta device), a second spelling is matched too, and an inexact variant is not. The
+"""KernelBench's LayerNorm over three dims, cross-entropy, argmax, max and min over dim 1 get
+the library kernels: each KernelBench file is matched as written (traced at its own sizes,
+on the meta device; 49's and 53's forward spelled here), a second spelling is matched too,
+and an inexact variant is not. The
 candidates of CPU-sized copies pass the real evaluator in ``test_families.py``, beside the
 other families' (one evaluator for all)."""
 
@@ -57,6 +58,11 @@ SECOND_FORMS = [
     # argmax over a middle dim of a 4-D tensor, positional dim
     ("x", "return torch.argmax(x, 2)", "[torch.randn(2, 3, 9, 5)]", "", "argmax",
      "argmax_dim(x, 2)"),
+    # KernelBench's 49 and 53 at their own sizes: the values of max/min over self.dim
+    ("x", "return torch.max(x, dim=self.dim)[0]", "[torch.rand(128, 4096, 4095)]",
+     "self.dim = 1", "max_dim", "max_dim(x, self.dim)"),
+    ("x", "return torch.min(x, dim=self.dim)[0]", "[torch.rand(128, 4096, 4095)]",
+     "self.dim = 1", "min_dim", "min_dim(x, self.dim)"),
     # the loss as a module, summed, with its own ignore_index
     ("x, t", "return self.loss(x, t)", "[torch.randn(6, 10), torch.randint(0, 10, (6,))]",
      "self.loss = nn.CrossEntropyLoss(reduction='sum', ignore_index=3)", "cross_entropy",
@@ -69,6 +75,25 @@ def test_second_forms_match(tmp_path, params, forward, inputs, init, kind, call)
     tr = _problem(tmp_path, "form", forward, inputs, init, precision="fp32", params=params)
     kinds, src = _source(tr)
     assert kinds == [kind] and call in src, src
+
+
+# other spellings of a max or min's values: (forward, its input, the call it becomes)
+MAX_MIN_FORMS = [
+    ("return x.max(dim=0).values", "torch.randn(7, 4, 5)", "max_dim(x, 0)"),
+    ("return torch.max(x, 1, True)[0]", "torch.randn(2, 9, 5)", "max_dim(x, 1, keepdim=True)"),
+    # the indices unpacked and never read
+    ("v, _ = x.min(1, keepdim=True); return v * 2", "torch.randn(2, 9, 5)",
+     "min_dim(x, 1, keepdim=True)"),
+    ("return torch.amax(x, dim=[1])", "torch.randn(3, 6, 8)", "max_dim(x, 1)"),
+    ("return x.amin(2, keepdim=True)", "torch.randn(2, 3, 9, 5, dtype=torch.bfloat16)",
+     "min_dim(x, 2, keepdim=True)"),
+]
+
+
+@pytest.mark.parametrize("forward, x, call", MAX_MIN_FORMS)
+def test_max_min_values_match_however_spelled(tmp_path, forward, x, call):
+    kinds, src = _source(_problem(tmp_path, "mm", forward, f"[{x}]", precision="fp32"))
+    assert kinds == [call[:call.index("(")]] and call in src, src
 
 
 NOT_EXACT = [
@@ -87,6 +112,16 @@ NOT_EXACT = [
      "[torch.randn(2, 10, 4, 4), torch.randint(0, 10, (2, 4, 4))]", "", "cross_entropy"),
     # argmax of the flattened tensor
     ("x", "return torch.argmax(x)", "[torch.randn(3, 9, 5)]", "", "argmax"),
+    # max/min whose indices are used; over the last dim; over two dims; integers; a full
+    # max and an elementwise one
+    ("x", "v, i = torch.max(x, 1); return v, i", "[torch.randn(3, 9, 5)]", "", "max_dim"),
+    ("x", "return x.min(dim=1).indices", "[torch.randn(3, 9, 5)]", "", "min_dim"),
+    ("x", "return torch.max(x, dim=-1)[0]", "[torch.randn(3, 9, 5)]", "", "max_dim"),
+    ("x", "return x.amin(2)", "[torch.randn(3, 9, 5)]", "", "min_dim"),
+    ("x", "return torch.amax(x, dim=(0, 1))", "[torch.randn(3, 9, 5)]", "", "max_dim"),
+    ("x", "return torch.amax(x, 1)", "[torch.randint(0, 9, (3, 9, 5))]", "", "max_dim"),
+    ("x", "return x.max()", "[torch.randn(3, 9, 5)]", "", "max_dim"),
+    ("x", "return torch.max(x, x.flip(0))", "[torch.randn(3, 9, 5)]", "", "max_dim"),
 ]
 
 

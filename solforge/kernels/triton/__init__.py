@@ -24,7 +24,7 @@ from solforge.kernels.triton.glu import geglu, swiglu
 from solforge.kernels.triton.groupnorm import group_norm, instance_norm
 from solforge.kernels.triton.int8 import int8_quant_per_token
 from solforge.kernels.triton.layernorm import layer_norm
-from solforge.kernels.triton.reduce_dim import sum_dim
+from solforge.kernels.triton.reduce_dim import max_dim, min_dim, sum_dim
 from solforge.kernels.triton.rmsnorm import add_rms_norm, rms_norm
 from solforge.kernels.triton.row_norm import div_by_row_norm
 from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
@@ -53,6 +53,8 @@ __all__ = [
     "layer_norm",
     "linear_f32x3",
     "matmul_f32x3",
+    "max_dim",
+    "min_dim",
     "rms_norm",
     "rope_cos_sin",
     "rotary_embedding",

@@ -1,18 +1,34 @@
-"""Sum (or mean) over one dim that is not the last: ``x.sum(dim)`` of an ``[A, K, B]`` view,
-as MoE layers combine their top-k expert outputs (``[tokens, top_k, hidden].sum(1)``, vLLM's
-``moe_sum``) and vision encoders pool their tokens (``[batch, tokens, hidden].mean(1)``).
+"""Sum, mean, max or min over one dim that is not the last: ``x.sum(dim)`` of an
+``[A, K, B]`` view, as MoE layers combine their top-k expert outputs
+(``[tokens, top_k, hidden].sum(1)``, vLLM's ``moe_sum``) and vision encoders pool their
+tokens (``[batch, tokens, hidden].mean(1)``); ``torch.amax(x, dim)`` / ``torch.max(x,
+dim).values`` and their minimum likewise (KernelBench's 49 and 53).
 
-Each program takes one ``a`` and a tile of ``B`` columns and walks the ``K`` rows, adding
-in fp32, so every read is a contiguous tile. A generic reduction kernel picks one layout for
-every shape and misses on some: eager PyTorch at 3x the bytes' time for ``[8192, 2, 4096]``
-bf16, torch.compile at 4.5x for ``[4096, 8, 7168]`` (benchmarks/results/2026-12-02-h200-s10).
+One kernel, the operation a constexpr (``OP``). Each program takes one ``a`` and a tile of
+``B`` columns and walks the ``K`` rows in order, ``ROWS`` rows a step (unrolled: their
+loads do not wait on the fold of the one before), so every read is a contiguous tile. A sum adds
+in fp32. A maximum keeps the running value and replaces it only by a strictly greater
+one or a NaN: any NaN in the slice gives NaN, and of equal values the first in ``K``
+order stays, as in ``torch.max(x, dim).values`` (the value its index names). Max and min
+are exact, so the output is ``x``'s dtype bit for bit.
+
+A generic reduction kernel picks one layout for every shape and misses on some: eager
+PyTorch at 3x the bytes' time for a ``[8192, 2, 4096]`` bf16 sum, torch.compile at 4.5x
+for ``[4096, 8, 7168]`` (benchmarks/results/2026-12-02-h200-s10).
 
 Not covered: splitting ``K`` over programs, so few ``a`` x column tiles run on few SMs, each
 walking all of ``K`` (ViT-L's batch-1 token mean: 0.025 ms against torch.compile's split
-reduction's 0.003 ms; benchmarks/results/2026-12-02-h200-s10); the last dim (the row kernels do
-that), several dims at once, ``keepdim``, a ``dtype`` argument, integer inputs; sums in fp32 in
-order over ``K``, where PyTorch's order differs: the results may differ in the last bits of
-fp32 (and round the same way to fp16/bf16 but for rare ties).
+reduction's 0.003 ms; benchmarks/results/2026-12-02-h200-s10); the last dim (the row kernels
+do that), several dims at once, a ``dtype`` argument, integer and boolean inputs, the
+indices of a max or min (``arg_reduce_dim.py``); sums in fp32 in order over ``K``, where
+PyTorch's order differs: the results may differ in the last bits of fp32 (and round the
+same way to fp16/bf16 but for rare ties). The sign of a zero extremum where the slice
+holds both ``0.0`` and ``-0.0`` (equal as numbers, so ``==`` and ``torch.allclose``
+agree): ``torch.amax`` / ``torch.amin`` pick one by their own reduction order (on the
+CPU, torch 2.13, the first for every column in only 79 of 200 random shapes of zeros; on
+CUDA by the reduction tree), which this kernel does not reproduce; it gives
+``torch.max(dim)``'s, the first. No GPU timing of max and min yet, nor of the steps of
+several rows (``ROWS`` > 1: the autotuner weighs them against the sum's measured configs).
 """
 
 from __future__ import annotations
@@ -28,26 +44,58 @@ from solforge.kernels.triton._common import (
     reads_as_akb,
 )
 
+# the kernel's operations
+_SUM = tl.constexpr(0)
+_MAX = tl.constexpr(1)
+_MIN = tl.constexpr(2)
+_OPS = {"sum": 0, "max": 1, "min": 2}
 
-@triton.autotune(
-    configs=autotune_configs(
-        [triton.Config({"BLOCK_B": 256}, num_warps=2),
-         triton.Config({"BLOCK_B": 512}, num_warps=4),
-         triton.Config({"BLOCK_B": 1024}, num_warps=4),
-         triton.Config({"BLOCK_B": 2048}, num_warps=8)],
-        triton.Config({"BLOCK_B": 64}, num_warps=4)),
-    key=["K", "B"])
+
+def _configs() -> list[triton.Config]:
+    # one row a step: the sum's measured configs (benchmarks/results/2026-12-02-h200-s10);
+    # four or eight: that many loads in flight per thread before the first is folded in
+    gpu = [triton.Config({"BLOCK_B": b, "ROWS": 1}, num_warps=w)
+           for b, w in ((256, 2), (512, 4), (1024, 4), (2048, 8))]
+    gpu += [triton.Config({"BLOCK_B": b, "ROWS": r}, num_warps=w)
+            for b, r, w in ((512, 4, 4), (1024, 4, 4), (1024, 8, 8), (2048, 4, 8))]
+    # the interpreter's: several steps and a masked last one on the tests' shapes
+    return autotune_configs(gpu, triton.Config({"BLOCK_B": 64, "ROWS": 4}, num_warps=4))
+
+
+def _fitting(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    """No step of more rows than ``K`` has (a top-2 combine would mask half its loads)."""
+    kept = [c for c in configs if c.kwargs["ROWS"] <= max(named_args["K"], 1)]
+    return kept or configs
+
+
+@triton.autotune(configs=_configs(), key=["K", "B", "OP"],
+                 prune_configs_by={"early_config_prune": _fitting})
 @triton.jit
-def _sum_dim_kernel(x_ptr, y_ptr, K, B, stride_a, stride_k, inv_k, MEAN: tl.constexpr,
-                    BLOCK_B: tl.constexpr):
+def _reduce_dim_kernel(x_ptr, y_ptr, K, B, stride_a, stride_k, inv_k, OP: tl.constexpr,
+                       MEAN: tl.constexpr, BLOCK_B: tl.constexpr, ROWS: tl.constexpr):
     a = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     ok = cols < B
     ptrs = x_ptr + a * stride_a + cols
-    acc = tl.zeros((BLOCK_B,), tl.float32)
-    for _ in range(0, K):
-        acc += tl.load(ptrs, mask=ok, other=0.0).to(tl.float32)
-        ptrs += stride_k  # 64-bit pointer arithmetic: no index overflow
+    if OP == _SUM:
+        fill = 0.0
+    elif OP == _MAX:
+        fill = float("-inf")
+    else:
+        fill = float("inf")
+    acc = tl.full((BLOCK_B,), fill, tl.float32)
+    for start in range(0, K, ROWS):
+        for r in tl.static_range(ROWS):
+            # a row past K masks every column (one comparison: vector loads stay)
+            x = tl.load(ptrs, mask=cols < tl.where(start + r < K, B, 0), other=fill)
+            x = x.to(tl.float32)
+            ptrs += stride_k  # 64-bit pointer arithmetic: no index overflow
+            if OP == _SUM:
+                acc += x
+            elif OP == _MAX:  # strictly greater: the first of equal values stays
+                acc = tl.where((x > acc) | (x != x), x, acc)
+            else:
+                acc = tl.where((x < acc) | (x != x), x, acc)
     if MEAN:
         acc = acc * inv_k
     tl.store(y_ptr + a * B + cols, cast_rne(acc, y_ptr.dtype.element_ty), mask=ok)
@@ -58,27 +106,43 @@ def sum_dim(x: torch.Tensor, dim: int, mean: bool = False, keepdim: bool = False
     """``x.sum(dim, keepdim)`` (``x.mean(dim, keepdim)`` with ``mean``) for a
     floating-point ``x`` and a ``dim`` other than the last, accumulated in fp32: ``x``'s
     dtype, ``dim`` removed (kept with size 1 with ``keepdim``: a view of the result)."""
-    y = _sum_dim(x, dim, mean)
-    return y.unsqueeze(dim % x.dim()) if keepdim else y
+    return _reduce_dim(x, dim, "sum", mean, keepdim)
 
 
-def _sum_dim(x: torch.Tensor, dim: int, mean: bool) -> torch.Tensor:
+def max_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
+    """``torch.max(x, dim, keepdim).values`` (``torch.amax(x, dim, keepdim)`` but for the
+    sign of a zero maximum, see the module docstring) for a floating-point ``x`` and a
+    ``dim`` other than the last: exact, NaN if the slice has one; an empty ``dim`` raises
+    ``IndexError`` as torch does."""
+    return _reduce_dim(x, dim, "max", False, keepdim)
+
+
+def min_dim(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
+    """``torch.min(x, dim, keepdim).values`` (``torch.amin``), as :func:`max_dim`."""
+    return _reduce_dim(x, dim, "min", False, keepdim)
+
+
+def _reduce_dim(x: torch.Tensor, dim: int, what: str, mean: bool, keepdim: bool
+                ) -> torch.Tensor:
+    name = f"{what}_dim"
     if not x.is_floating_point():
-        raise ValueError(f"sum_dim: floating-point input only, got {x.dtype}")
+        raise ValueError(f"{name}: floating-point input only, got {x.dtype}")
     d = dim % x.dim() if x.dim() else 0
-    if x.dim() < 2 or d == x.dim() - 1:
-        raise ValueError(f"sum_dim reduces a dim other than the last; got dim={dim} of shape "
+    if x.dim() < 2 or d == x.dim() - 1 or not -x.dim() <= dim < x.dim():
+        raise ValueError(f"{name} reduces a dim other than the last; got dim={dim} of shape "
                          f"{tuple(x.shape)}")
     a, k, b = around_dim(x.shape, d)
+    if k == 0 and what != "sum":  # torch's error and message, whatever the output's size
+        raise IndexError(f"a{what}(): Expected reduction dim {d} to have non-zero size.")
     shape = (*x.shape[:d], *x.shape[d + 1:])
     y = torch.empty(shape, dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y
-    if k == 0:  # PyTorch: a sum over nothing is 0, a mean NaN
-        return y.fill_(float("nan") if mean else 0.0)
-    if not reads_as_akb(x, d):
-        x = x.contiguous()
-    stride_a = x.stride(d - 1) if d else 0
-    grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]))  # noqa: E731
-    _sum_dim_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / k, MEAN=mean)
-    return y
+    if y.numel() and k == 0:  # PyTorch: a sum over nothing is 0, a mean NaN
+        y.fill_(float("nan") if mean else 0.0)
+    elif y.numel():
+        if not reads_as_akb(x, d):
+            x = x.contiguous()
+        stride_a = x.stride(d - 1) if d else 0
+        grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]))  # noqa: E731
+        _reduce_dim_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / max(k, 1),
+                                 OP=_OPS[what], MEAN=mean)
+    return y.unsqueeze(d) if keepdim else y

@@ -76,6 +76,10 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   over programs when the columns are few).
 - ``sum_dim``: ``x.sum(dim)`` / ``x.mean(dim)`` over one dim other than the last (an MoE
   combine over its top-k, a token pooling) → the library's sum_dim.
+- ``max_dim``: the values of ``torch.max(x, dim)`` / ``torch.min(x, dim)`` (``[0]`` or
+  ``.values``, the indices unread) and ``torch.amax`` / ``torch.amin`` over one dim other
+  than the last (KernelBench's 49 and 53) → the library's max_dim / min_dim, the sum's
+  kernel: exact, NaN propagated, of equal zeros the first as ``torch.max(dim)``.
 - ``cross_entropy``: ``F.cross_entropy`` / ``nn.CrossEntropyLoss`` of ``[N, C]`` logits
   and int64 class indices, reduction mean, sum or none, any ``ignore_index``, no class
   weights or label smoothing (an fp32 upcast of 16-bit logits just before it is read as
@@ -93,8 +97,9 @@ Not covered: ``F.batch_norm`` calls and subclasses of the batch-norm modules
 written with ``1 / sqrt``; LayerNorm, GroupNorm and InstanceNorm with parameters in another
 dtype than the input's; InstanceNorm with running statistics; norms over a middle dim
 (KernelBench's 36_RMSNorm_) or clamped (``F.normalize``);
-argmax/argmin of the flattened tensor (``dim=None``) or of integers; cross-entropy with class weights, label smoothing,
-probability targets or logits of other than 2 dims; interleaved (GPT-J)
+argmax/argmin of the flattened tensor (``dim=None``) or of integers; max/min values and
+indices both read, over several dims or over the last dim; cross-entropy with class
+weights, label smoothing, probability targets or logits of other than 2 dims; interleaved (GPT-J)
 or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
 sliding-window or additive float mask written as matmul-softmax-matmul (a boolean
 ``masked_fill`` mask is covered), a mask applied before the scale, ``torch.where``

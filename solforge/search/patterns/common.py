@@ -8,7 +8,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from solforge.search.match import LibraryFunction
+from solforge.search.match import LibraryFunction, op
 from solforge.search.trace import TracedReference
 
 RMS_NORM = LibraryFunction("rms_norm")
@@ -24,6 +24,8 @@ ARGMIN_DIM = LibraryFunction("argmin_dim")
 CROSS_ENTROPY = LibraryFunction("cross_entropy")
 SOFTMAX_TOPK = LibraryFunction("softmax_topk")
 SUM_DIM = LibraryFunction("sum_dim")
+MAX_DIM = LibraryFunction("max_dim")
+MIN_DIM = LibraryFunction("min_dim")
 SWIGLU = LibraryFunction("swiglu")
 GEGLU = LibraryFunction("geglu")
 BIAS_ACT = LibraryFunction("bias_act")
@@ -41,6 +43,35 @@ FUSED = ("library_kernel", "fusion")
 
 def graph_nodes(tr: TracedReference) -> list[fx.Node]:
     return list(tr.graph.nodes)
+
+
+def first_only(n: fx.Node, names: tuple[str, str] | None = None
+               ) -> tuple[fx.Node, set[fx.Node]] | None:
+    """For a node whose value is a pair (``nn.MultiheadAttention``'s output and weights,
+    ``torch.max(x, dim)``'s values and indices): the one node reading its first item and
+    the nodes reading its second that nothing reads (``out, _ = f(...)`` leaves one);
+    None when the second item is used, the first read twice or the pair passed whole.
+    ``names`` are the items' attribute names, read as ``[0]`` and ``[1]`` are."""
+    firsts, seconds = [], set()
+    for u in n.users:
+        i = _item_index(u, names)
+        if i == 0:
+            firsts.append(u)
+        elif i == 1 and not u.users:
+            seconds.add(u)
+        else:
+            return None
+    return (firsts[0], seconds) if len(firsts) == 1 else None
+
+
+def _item_index(u: fx.Node, names: tuple[str, str] | None) -> int | None:
+    if op(u) == "getitem" and len(u.args) == 2 and not u.kwargs and \
+            isinstance(u.args[1], int) and u.args[1] in (0, 1):
+        return u.args[1]
+    if names and u.op == "call_function" and u.target is getattr and \
+            len(u.args) == 2 and u.args[1] in names:
+        return names.index(u.args[1])
+    return None
 
 
 _CONV_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,

@@ -29,26 +29,11 @@ from typing import Any
 import torch.fx as fx
 
 from solforge.search.match import LibraryFunction, Match, Pattern, arg, call, op
-from solforge.search.patterns.common import graph_nodes
+from solforge.search.patterns.common import first_only, graph_nodes
 from solforge.search.trace import TracedReference
 
 NAN_WHERE_NO_KEY = LibraryFunction("nan_where_no_key", module="solforge.search.runtime")
 _MASKS = ((3, "key_padding_mask"), (5, "attn_mask"))
-
-
-def _unused_weights(n: fx.Node) -> tuple[fx.Node, set[fx.Node]] | None:
-    """(the ``[0]`` node, the ``[1]`` nodes) when the weights are read nowhere."""
-    firsts, seconds = [], set()
-    for u in n.users:
-        if op(u) != "getitem" or len(u.args) != 2 or u.kwargs:
-            return None
-        if u.args[1] == 0:
-            firsts.append(u)
-        elif u.args[1] == 1 and not u.users:
-            seconds.add(u)
-        else:
-            return None
-    return (firsts[0], seconds) if len(firsts) == 1 else None
 
 
 def find_mha(tr: TracedReference) -> list[Match]:
@@ -61,7 +46,7 @@ def find_mha(tr: TracedReference) -> list[Match]:
                 arg(n, 7, "is_causal", False) is not False or \
                 (mod.dropout > 0 and mod.training):
             continue
-        unused = _unused_weights(n)
+        unused = first_only(n)
         if unused is None:
             continue
         first, seconds = unused

@@ -1,4 +1,5 @@
-"""Reductions that pick: greedy sampling's argmax and MoE routing's softmax + top-k.
+"""Reductions that pick: greedy sampling's argmax and MoE routing's softmax + top-k; and
+those over a middle dim (``sum_dim``, ``max_dim``).
 
 ``argmax``: ``logits.argmax(dim=-1)`` → the library's ``argmax`` (``argmin`` likewise);
 over any other dim, or with ``keepdim=True``, → ``argmax_dim`` / ``argmin_dim``.
@@ -26,8 +27,20 @@ or a module attribute, ``keepdim`` either way), of a floating-point ``x`` → th
 reads contiguous tiles along the kept last dims: an MoE layer's combine of its top-k
 expert outputs, a vision encoder's token pooling.
 
+``max_dim``: the values of a maximum over one dim other than the last → the library's
+``max_dim`` (``min_dim`` for a minimum; the same kernel as ``sum_dim``): exact, NaN
+when the slice has one, of ``0.0`` and ``-0.0`` the first as ``torch.max(x, dim)``
+(``amax``'s choice between them follows its reduction order and may differ: equal as
+numbers). KernelBench's 49 and 53. Matched:
+``torch.amax(x, dim, keepdim)`` / ``x.amax(...)`` with one dim (a number, a module
+attribute or a one-element list) and ``torch.max(x, dim, keepdim)`` / ``x.max(dim)``
+read through ``[0]`` or ``.values`` only, its indices unread (``v, _ = x.max(1)``
+leaves an unused ``[1]``, which goes with the match); ``amin`` and ``min`` likewise.
+
 Not covered: ``dim=None`` (the argmax of the flattened tensor), integer inputs,
-``max(dim)`` / ``min(dim)`` (values and indices); top-k over more than
+``max(dim)`` / ``min(dim)`` whose indices are used (values and indices in one kernel),
+``amax`` over several dims, a full ``x.max()``, an elementwise ``torch.max(a, b)``, a
+maximum over the last dim (Inductor's row reductions do it well); top-k over more than
 4096 experts, ``sorted=False``, sigmoid scoring and grouped routing (DeepSeek-V3); sums over
 several dims, with a ``dtype``, and over the last dim (the norm and softmax
 patterns take those inside their own forms).
@@ -60,8 +73,11 @@ from solforge.search.patterns.common import (
     ARGMIN,
     ARGMIN_DIM,
     FLOATS,
+    MAX_DIM,
+    MIN_DIM,
     SOFTMAX_TOPK,
     SUM_DIM,
+    first_only,
     graph_nodes,
 )
 from solforge.search.trace import TracedReference
@@ -177,24 +193,35 @@ def find_softmax_topk(tr: TracedReference) -> list[Match]:
     return found
 
 
+def _over_a_middle_dim(n: fx.Node, out: fx.Node) -> tuple[Any, Any, int, bool] | None:
+    """``(x, dim, dim's number, keepdim)`` of a reduction node ``n`` (``sum``, ``amax``,
+    ``max`` read through ``out``) that the middle-dim kernel computes: ``input``, ``dim``
+    and ``keepdim`` only (no ``dtype``, no ``out``); one dim, a number or a module
+    attribute (KernelBench's ``self.dim``), bare or in a one-element list, within the rank
+    and not the last; ``keepdim`` a literal bool; a floating-point ``x`` of two dims or
+    more and an ``out`` of its dtype."""
+    if n.op == "call_module" or len(n.args) > 3 or \
+            set(n.kwargs) - {"input", "dim", "keepdim"}:
+        return None
+    x, dim, keepdim = arg(n, 0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim", False)
+    if isinstance(dim, (list, tuple)):
+        dim = dim[0] if len(dim) == 1 else None
+    t, o, d = tensor(x), tensor(out), number(dim)
+    if t is None or o is None or dtype(x) not in FLOATS or o.dtype != t.dtype or \
+            d is None or d != int(d) or keepdim not in (False, True) or t.dim() < 2 or \
+            is_last_dim(dim, t.dim()) or not -t.dim() <= d < t.dim():
+        return None
+    return x, dim, int(d), keepdim
+
+
 def find_sum_dim(tr: TracedReference) -> list[Match]:
     found = []
     for n in graph_nodes(tr):
         kind = op(n)
-        if kind not in ("sum", "mean") or n.op == "call_module" or len(n.args) > 3:
+        reduced = _over_a_middle_dim(n, n) if kind in ("sum", "mean") else None
+        if reduced is None:
             continue
-        if set(n.kwargs) - {"input", "dim", "keepdim"}:
-            continue  # a dtype or an out: not the kernel's
-        x, dim, keepdim = arg(n, 0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim", False)
-        t, out = tensor(x), tensor(n)
-        if isinstance(dim, (list, tuple)):
-            dim = dim[0] if len(dim) == 1 else None
-        if t is None or out is None or dtype(x) not in FLOATS or out.dtype != t.dtype:
-            continue
-        d = number(dim)  # a number, or a module attribute (KernelBench's ``self.dim``)
-        if d is None or d != int(d) or keepdim not in (False, True) or t.dim() < 2 or \
-                is_last_dim(dim, t.dim()) or not -t.dim() <= d < t.dim():
-            continue
+        x, dim, d, keepdim = reduced
         mean = kind == "mean"
         kw = {"mean": True} if mean else {}
         if keepdim:
@@ -206,9 +233,41 @@ def find_sum_dim(tr: TracedReference) -> list[Match]:
                          "tiles of the last dims", "pooled" if mean else "summed")]
 
         found.append(Match("sum_dim", {n}, [n], build,
-                           f"{kind} over dim {int(d)}" + (", keepdim" if keepdim else "") +
+                           f"{kind} over dim {d}" + (", keepdim" if keepdim else "") +
                            " (not the last) → sum_dim (tiles along the kept dims)",
                            ("library_kernel",), set(), (SUM_DIM,)))
+    return found
+
+
+def find_max_dim(tr: TracedReference) -> list[Match]:
+    found = []
+    for n in graph_nodes(tr):
+        kind = op(n)
+        if kind not in ("max", "min", "amax", "amin"):
+            continue
+        values, unused = n, set()
+        if kind in ("max", "min"):  # (values, indices); a full max or max(a, b) is a tensor
+            picked = None if tensor(n) is not None else first_only(n, ("values", "indices"))
+            if picked is None:
+                continue
+            values, unused = picked
+        reduced = _over_a_middle_dim(n, values)
+        if reduced is None:
+            continue
+        x, dim, d, keepdim = reduced
+        maximum = kind in ("max", "amax")
+        fn = MAX_DIM if maximum else MIN_DIM
+        kw = {"keepdim": True} if keepdim else {}
+
+        def build(g, m, x=x, dim=dim, kw=kw, fn=fn, maximum=maximum):
+            return [call(g, fn, (m(x), dim), kw,
+                         ("max" if maximum else "min") + " over a middle dim, contiguous "
+                         "tiles of the last dims", "maxima" if maximum else "minima")]
+
+        found.append(Match(fn.name, {n, values} | unused, [values], build,
+                           f"{kind} over dim {d}" + (", keepdim" if keepdim else "") +
+                           f" (not the last; values only) → {fn.name} (tiles along the "
+                           "kept dims)", ("library_kernel",), set(), (fn,)))
     return found
 
 
@@ -217,3 +276,5 @@ SOFTMAX_TOPK_PATTERN = Pattern("softmax_topk", find_softmax_topk,
 ARGMAX_PATTERN = Pattern("argmax", find_argmax, "argmax or argmin over one dim")
 SUM_DIM_PATTERN = Pattern("sum_dim", find_sum_dim,
                           "sum or mean over a dim other than the last")
+MAX_DIM_PATTERN = Pattern("max_dim", find_max_dim,
+                          "max or min values over a dim other than the last")
