@@ -108,6 +108,7 @@ _PATTERNS: dict[str, str | Pattern] = {
     "layer_norm": "solforge.search.patterns.norms:LAYER_NORM_PATTERN",
     "group_norm": "solforge.search.patterns.row_norms:GROUP_NORM_PATTERN",
     "row_norm": "solforge.search.patterns.row_norms:ROW_NORM_PATTERN",
+    "dim_norm": "solforge.search.patterns.row_norms:DIM_NORM_PATTERN",
     "batch_norm": "solforge.search.patterns.batchnorm:BATCH_NORM_PATTERN",
     "softmax_topk": "solforge.search.patterns.reductions:SOFTMAX_TOPK_PATTERN",
     "softmax": "solforge.search.patterns.pointwise:SOFTMAX_PATTERN",
@@ -157,7 +158,7 @@ _FUNCTIONS: dict[Any, str] = {
     operator.invert: "not", torch.logical_not: "not", torch.bitwise_not: "not",
     F.dropout: "dropout", F.relu: "relu", torch.relu: "relu",
     F.group_norm: "group_norm", F.instance_norm: "instance_norm", torch.norm: "norm",
-    torch.linalg.vector_norm: "vector_norm",
+    torch.linalg.vector_norm: "vector_norm", torch.sqrt: "sqrt", F.normalize: "normalize",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -171,7 +172,7 @@ _METHODS = {
     "type_as": "cast", "type": "cast", "argmax": "argmax", "topk": "topk", "sum": "sum",
     "argmin": "argmin",
     "masked_fill": "masked_fill", "eq": "eq", "logical_not": "not", "bitwise_not": "not",
-    "relu": "relu", "norm": "norm",
+    "relu": "relu", "norm": "norm", "sqrt": "sqrt",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",
@@ -292,6 +293,18 @@ def split_constant(n: fx.Node) -> tuple[Any, Any]:
     if isinstance(b, fx.Node) and number(a) is not None:
         return b, a
     return None, None
+
+
+def squared(p: Any) -> Any:
+    """The tensor ``p`` squares (``t ** 2``, ``t.pow(2)``, ``torch.square(t)``, ``t * t``);
+    None when ``p`` is not a square."""
+    if op(p) == "pow" and number(arg(p, 1, "exponent")) == 2.0:
+        return arg(p, 0)
+    if op(p) == "square":
+        return arg(p, 0)
+    if op(p) == "mul" and operands(p)[0] is operands(p)[1]:
+        return operands(p)[0]
+    return None
 
 
 def other_operand(n: fx.Node, one: Any) -> Any:

@@ -190,6 +190,8 @@ def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     ("kb_instancenorm_small.py", "instance_norm", "instance_norm(x, None, None"),
     ("kb_l1norm_small.py", "row_norm", "div_by_row_norm(x, 'mean_abs')"),
     ("kb_l2norm_small.py", "row_norm", "div_by_row_norm(x, 'l2')"),
+    # 36 at CPU sizes: RMS over the channels of NCHW, no weight
+    ("kb_rmsnorm_channels_small.py", "dim_norm", "div_by_dim_norm(x, 1, 'rms', self.eps)"),
 ])
 def test_plain_kernelbench_files_get_the_library_kernel_and_pass(ev, tmp_path, name, kind,
                                                                    call):

@@ -51,6 +51,8 @@ KERNELBENCH = [
     ("kb_instancenorm_small.py", "instance_norm", "instance_norm(x, None, None, self.inorm.eps)"),
     ("kb_l1norm_small.py", "row_norm", "div_by_row_norm(x, 'mean_abs')"),
     ("kb_l2norm_small.py", "row_norm", "div_by_row_norm(x, 'l2')"),
+    # 36: over the channels of NCHW (one register tile a column: 12 channels)
+    ("kb_rmsnorm_channels_small.py", "dim_norm", "div_by_dim_norm(x, 1, 'rms', self.eps)"),
 ]
 
 
@@ -60,7 +62,7 @@ def test_the_kernelbench_files_match_as_written(tmp_path, name, kind, call):
     assert p.kernelbench_plain
     kinds, src = _source(trace_reference(p, import_file(p.path)))
     assert kinds == [kind] and call in src, src
-    assert "torch.norm(" not in src and "torch.abs(" not in src  # the reduction is gone
+    assert all(f"torch.{f}(" not in src for f in ("norm", "abs", "mean", "sqrt"))  # all gone
     cands, _ = generate_candidates(search_context(p, "cpu"))
     c = next(c for c in cands if c.name == "library")
     assert call in c.source and c.language == "triton"
@@ -85,6 +87,16 @@ SECOND_FORMS = [
      "div_by_row_norm(x, 'l2')"),
     ("x", "return x / torch.linalg.vector_norm(x, 2, -1, keepdim=True)",
      "[torch.randn(5, 300)]", "", "row_norm", "div_by_row_norm(x, 'l2')"),
+    # over a middle dim: F.normalize's clamp; the L2 norm over the first dim; the mean |x|
+    # over dim 1 of a 3-D tensor; the RMS of x * x over 40 channels (K walked in tiles)
+    ("x", "return F.normalize(x, dim=1, eps=1e-4)", "[torch.randn(2, 6, 5, 7)]", "",
+     "dim_norm", "div_by_dim_norm(x, 1, 'l2', 0.0001)"),
+    ("x", "return x / torch.norm(x, p=2, dim=0, keepdim=True)", "[torch.randn(5, 30)]", "",
+     "dim_norm", "div_by_dim_norm(x, 0, 'l2')"),
+    ("x", "return x / x.abs().mean(1, keepdim=True)", "[torch.randn(5, 30, 4)]", "",
+     "dim_norm", "div_by_dim_norm(x, 1, 'mean_abs')"),
+    ("x", "return x / (x * x).mean(dim=[1], keepdim=True).add(1e-6).sqrt()",
+     "[torch.randn(2, 40, 3, 5)]", "", "dim_norm", "div_by_dim_norm(x, 1, 'rms', 1e-06)"),
 ]
 
 
@@ -114,7 +126,7 @@ NOT_EXACT = [
     # an fp32 group norm into a convolution (TF32 there: the batch_norm pattern's reason)
     ("x", "return self.conv(self.gn(x))", "[torch.randn(2, 4, 5, 6)]",
      "self.gn = nn.GroupNorm(2, 4); self.conv = nn.Conv2d(4, 4, 1)", "group_norm"),
-    # norms over another dim, without keepdim, of another order, clamped, or read twice
+    # norms over another dim (dim_norm's), of another order, clamped, or read twice
     ("x", "return x / torch.norm(x, p=2, dim=0, keepdim=True)", "[torch.randn(5, 30)]", "",
      "row_norm"),
     ("x", "return x / x.abs().mean(1, keepdim=True)", "[torch.randn(5, 30, 4)]", "",
@@ -127,6 +139,23 @@ NOT_EXACT = [
     # the statistic of a cast, divided into the original
     ("x", "return x / x.float().abs().mean(-1, keepdim=True)",
      "[torch.randn(5, 30, dtype=torch.bfloat16)]", "", "row_norm"),
+    # dim_norm: over the last dim (the row kernels'), also as F.normalize; without keepdim;
+    # an RMS whose mean is read twice, of p=1, over two dims; x / sqrt(mean(y ** 2)) of
+    # another y; an fp32 result into a convolution (TF32 there)
+    ("x", "return x / torch.sqrt(torch.mean(x ** 2, dim=-1, keepdim=True) + 1e-5)",
+     "[torch.randn(2, 6, 5)]", "", "dim_norm"),
+    ("x", "return F.normalize(x, dim=-1)", "[torch.randn(5, 30)]", "", "dim_norm"),
+    ("x", "return x / torch.norm(x, p=2, dim=1)", "[torch.randn(6, 6, 6)]", "",
+     "dim_norm"),
+    ("x", "m = (x ** 2).mean(1, keepdim=True); return x / torch.sqrt(m + 1e-5) + m",
+     "[torch.randn(2, 6, 5)]", "", "dim_norm"),
+    ("x", "return F.normalize(x, p=1, dim=1)", "[torch.randn(2, 6, 5)]", "", "dim_norm"),
+    ("x", "return x / torch.sqrt(torch.mean(x ** 2, dim=(1, 2), keepdim=True) + 1e-5)",
+     "[torch.randn(2, 6, 5, 3)]", "", "dim_norm"),
+    ("x, y", "return x / torch.sqrt(torch.mean(y ** 2, dim=1, keepdim=True) + 1e-5)",
+     "[torch.randn(2, 6, 5), torch.randn(2, 6, 5)]", "", "dim_norm"),
+    ("x", "return self.conv(F.normalize(x, dim=1))", "[torch.randn(2, 4, 5, 6)]",
+     "self.conv = nn.Conv2d(4, 4, 1)", "dim_norm"),
 ]
 
 

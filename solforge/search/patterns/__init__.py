@@ -54,6 +54,12 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   keepdim=True)`` (``torch.norm``, ``torch.linalg.vector_norm``; KernelBench's 38 and 39)
   → the library's div_by_row_norm (one read of each row; the statistic rounded to the
   input's dtype as PyTorch rounds it).
+- ``dim_norm``: the same divisions over a dim with others after it, and
+  ``x / sqrt(mean(x ** 2, dim, keepdim=True) + eps)`` (RMS over channels without a weight:
+  KernelBench's 36) and ``F.normalize(x, p=2, dim)`` (the norm clamped to ``eps``) → the
+  library's div_by_dim_norm (a dim of up to 128 read once as one register tile per column
+  tile, a longer one walked twice; each rounding of eager's made in 16-bit dtypes); an
+  fp32 result that reaches a convolution is left to PyTorch.
 - ``batch_norm``: ``nn.BatchNorm1d/2d/3d`` (training or eval: the module's mode, momentum
   and buffers read when the candidate runs, its running buffers and
   ``num_batches_tracked`` updated in place), with the ReLU after it, or a residual add

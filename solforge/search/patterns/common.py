@@ -35,6 +35,7 @@ FP8_PER_GROUP = LibraryFunction("fp8_quant_per_group")
 GROUP_NORM = LibraryFunction("group_norm")
 INSTANCE_NORM = LibraryFunction("instance_norm")
 DIV_BY_ROW_NORM = LibraryFunction("div_by_row_norm")
+DIV_BY_DIM_NORM = LibraryFunction("div_by_dim_norm")
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 FP8 = torch.float8_e4m3fn

@@ -37,6 +37,7 @@ from solforge.search.match import (
     other_operand,
     shape,
     split_constant,
+    squared,
     tensor,
     through_cast,
     val,
@@ -50,16 +51,6 @@ from solforge.search.patterns.common import (
     graph_nodes,
 )
 from solforge.search.trace import AttrRef, TracedReference
-
-
-def _squared(p: Any) -> Any:
-    if op(p) in ("pow",) and number(arg(p, 1, "exponent")) == 2.0:
-        return arg(p, 0)
-    if op(p) == "square":
-        return arg(p, 0)
-    if op(p) == "mul" and operands(p)[0] is operands(p)[1]:
-        return operands(p)[0]
-    return None
 
 
 def _vector_param(w: Any, n: int) -> bool:
@@ -79,7 +70,7 @@ def find_rms_norm(tr: TracedReference) -> list[Match]:
                 arg(mean, 2, "keepdim") is not True:
             continue
         p = arg(mean, 0)
-        h = _squared(p)
+        h = squared(p)
         if h is None or len(p.users) != 1 or tensor(h) is None or \
                 not is_last_dim(arg(mean, 1, "dim"), tensor(h).dim()):
             continue

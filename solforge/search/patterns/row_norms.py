@@ -1,7 +1,9 @@
-"""``group_norm`` (GroupNorm and InstanceNorm) and ``row_norm`` (a row divided by its mean
-absolute value or its L2 norm): normalisations by row statistics → the library's
+"""``group_norm`` (GroupNorm and InstanceNorm), ``row_norm`` (a row divided by its mean
+absolute value or its L2 norm) and ``dim_norm`` (the same, or by its root mean square,
+over a dim with others after it): normalisations by a statistic → the library's
 ``row_norm`` kernels, which read a long row once where the GPU is full
-(``kernels/triton/row_norm.py``, ``cooperative``).
+(``kernels/triton/row_norm.py``, ``cooperative``), and ``div_by_dim_norm``
+(``kernels/triton/dim_norm.py``).
 
 ``group_norm``:
 
@@ -25,16 +27,26 @@ keepdim=True)``; KernelBench's 38_L1Norm_) → ``div_by_row_norm(x, "mean_abs")`
 39_L2Norm_) → ``div_by_row_norm(x, "l2")``; over the last dim, written by dim -1 or the
 last index, the reduction read only by the division, no ``dtype``.
 
+``dim_norm``: over one dim that has others after it (a number or a module attribute, or a
+list of one; ``keepdim=True``), ``x`` divided by its mean absolute value or L2 norm as
+above, by its root mean square ``torch.sqrt(torch.mean(x ** 2, dim, keepdim=True) + eps)``
+(the square also as ``x.pow(2)``, ``torch.square(x)``, ``x * x``; KernelBench's
+36_RMSNorm_ over channels) → ``div_by_dim_norm(x, dim, "rms", eps)``, or
+``F.normalize(x, p=2, dim, eps)`` → ``div_by_dim_norm(x, dim, "l2", eps)``. An fp32 result
+that reaches a convolution is left to PyTorch (TF32 there, as below).
+
 Not covered: InstanceNorm with running statistics (``track_running_stats=True``) or an
 unbatched input; subclasses of the modules; parameters in another dtype than the
 input's; GroupNorm followed by its activation fused (SiLU after it stays a separate
-``bias_act``); a division by a norm over another dim than the last (KernelBench's
-36_RMSNorm_ over channels) or clamped (``F.normalize``'s ``max(norm, eps)``), norms
-written as ``sqrt(sum(x ** 2))``, and RMS normalisation without a weight.
+``bias_act``); over the last dim, ``F.normalize`` (clamped) and RMS normalisation without
+a weight (``rms_norm`` in ``norms.py`` takes the weighted one); norms over several dims;
+the multiplication by ``torch.rsqrt(...)`` over a middle dim (it rounds differently from
+the division by ``sqrt``); norms written as ``sqrt(sum(x ** 2))``; ``p`` other than 2.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -52,9 +64,12 @@ from solforge.search.match import (
     op,
     operands,
     shape,
+    split_constant,
+    squared,
     tensor,
 )
 from solforge.search.patterns.common import (
+    DIV_BY_DIM_NORM,
     DIV_BY_ROW_NORM,
     FLOATS,
     GROUP_NORM,
@@ -156,9 +171,26 @@ def find_group_norm(tr: TracedReference) -> list[Match]:
     return found
 
 
-def _row_statistic(s: Any, x: Any) -> tuple[str, set[fx.Node]] | None:
-    """(norm, the nodes computing it) when ``s`` is ``x``'s mean absolute value or L2 norm
-    over the last dim, kept as a dim, and read only by the division."""
+def _one_dim(dim: Any) -> Any:
+    """A reduction's dim argument as one dim (a number or a module attribute), or None."""
+    if isinstance(dim, (list, tuple)):
+        return dim[0] if len(dim) == 1 else None
+    return dim
+
+
+def _kept(s: fx.Node, x: Any, names: tuple[str, ...], dim_at: int) -> Any:
+    """The one dim a reduction ``s`` of ``x`` runs over, kept (``keepdim=True``), with no
+    other keyword than ``names``; None otherwise."""
+    if len(s.args) > len(names) or set(s.kwargs) - set(names) or \
+            arg(s, dim_at + 1, "keepdim") is not True:
+        return None
+    return _one_dim(arg(s, dim_at, "dim"))
+
+
+def _statistic(s: Any, x: Any) -> tuple[str, Any, Any, set[fx.Node]] | None:
+    """(norm, dim, eps, the nodes computing it) when ``s`` is one of ``x``'s statistics over
+    one dim, kept as a dim and read only by the division: its mean absolute value, its L2
+    norm (eps None), or its root mean square plus ``eps`` (``sqrt(mean(x ** 2) + eps)``)."""
     xt = tensor(x)
     if xt is None or xt.dim() == 0 or not isinstance(s, fx.Node) or len(s.users) != 1:
         return None
@@ -166,41 +198,69 @@ def _row_statistic(s: Any, x: Any) -> tuple[str, set[fx.Node]] | None:
     if kind == "mean":
         a = arg(s, 0, "input")
         if op(a) != "abs" or arg(a, 0, "input") is not x or len(a.users) != 1 or \
-                len(a.args) + len(a.kwargs) != 1 or len(s.args) > 3 or \
-                set(s.kwargs) - {"input", "dim", "keepdim"}:
+                len(a.args) + len(a.kwargs) != 1:
             return None
-        if not is_last_dim(arg(s, 1, "dim"), xt.dim()) or arg(s, 2, "keepdim") is not True:
-            return None
-        return "mean_abs", {a, s}
+        dim = _kept(s, x, ("input", "dim", "keepdim"), 1)
+        return None if dim is None else ("mean_abs", dim, None, {a, s})
     if kind in ("norm", "vector_norm"):
         names = ("input", "p" if kind == "norm" else "ord", "dim", "keepdim")
-        if len(s.args) > 4 or set(s.kwargs) - set(names) - {"out", "dtype"} or \
-                any(s.kwargs.get(k) is not None for k in ("out", "dtype")):
-            return None
-        if arg(s, 0, "input") is not x:
+        if any(s.kwargs.get(k) is not None for k in ("out", "dtype")) or arg(s, 0) is not x:
             return None
         p = arg(s, 1, names[1], "fro" if kind == "norm" else 2)
         if not (p == "fro" or number(p) == 2.0):
             return None
-        if not is_last_dim(arg(s, 2, "dim"), xt.dim()) or arg(s, 3, "keepdim") is not True:
+        kw = {k: v for k, v in s.kwargs.items() if k not in ("out", "dtype")}
+        if len(s.args) > 4 or set(kw) - set(names):
             return None
-        return "l2", {s}
+        dim = _kept(s, x, names + ("out", "dtype"), 2)
+        return None if dim is None else ("l2", dim, None, {s})
+    if kind == "sqrt":
+        a = arg(s, 0)
+        if op(a) != "add" or len(a.users) != 1 or len(s.args) + len(s.kwargs) != 1:
+            return None
+        mean, eps = split_constant(a)
+        if op(mean) != "mean" or len(mean.users) != 1:
+            return None
+        sq = arg(mean, 0, "input")
+        if squared(sq) is not x or len(sq.users) != 1:
+            return None
+        dim = _kept(mean, x, ("input", "dim", "keepdim"), 1)
+        return None if dim is None else ("rms", dim, eps, {sq, mean, a, s})
     return None
 
 
-def find_row_norm(tr: TracedReference) -> list[Match]:
-    found = []
+def _after_dim(x: Any, dim: Any) -> int | None:
+    """How many elements the dims after ``dim`` of ``x`` hold (1 for the last dim); None
+    for a dim that is not one of ``x``'s."""
+    xt, d = tensor(x), number(dim)
+    if xt is None or d is None or d != int(d) or not -xt.dim() <= d < xt.dim():
+        return None
+    return math.prod(xt.shape[int(d) % xt.dim() + 1:])
+
+
+def _divisions(tr: TracedReference):
+    """``(division node, x, (norm, dim, eps, nodes))`` for every ``x / statistic(x)``."""
     for d in graph_nodes(tr):
         if op(d) != "div" or len(d.args) + len(d.kwargs) != 2 or \
                 set(d.kwargs) - {"input", "other"}:
             continue
         x, s = operands(d)
-        got = _row_statistic(s, x)
+        got = _statistic(s, x)
         if got is None or dtype(x) not in FLOATS or shape(d) != shape(x) or \
                 dtype(d) != dtype(x) or dtype(s) != dtype(x):
             continue
-        norm, nodes = got
-        what = ("mean absolute value" if norm == "mean_abs" else "L2 norm")
+        yield d, x, got
+
+
+_WHAT = {"mean_abs": "mean absolute value", "l2": "L2 norm", "rms": "root mean square"}
+
+
+def find_row_norm(tr: TracedReference) -> list[Match]:
+    found = []
+    for d, x, (norm, dim, eps, nodes) in _divisions(tr):
+        if norm == "rms" or not is_last_dim(dim, tensor(x).dim()):
+            continue  # the other dims are find_dim_norm's
+        what = _WHAT[norm]
 
         def build(g, m, x=x, norm=norm, what=what):
             return [call(g, DIV_BY_ROW_NORM, (m(x), norm), {},
@@ -213,7 +273,51 @@ def find_row_norm(tr: TracedReference) -> list[Match]:
     return found
 
 
+def _normalize_call(n: fx.Node) -> tuple[Any, Any, Any] | None:
+    """``(x, dim, eps)`` of ``F.normalize(x, p=2, dim, eps)`` with no ``out``."""
+    if len(n.args) > 4 or set(n.kwargs) - {"input", "p", "dim", "eps", "out"} or \
+            n.kwargs.get("out") is not None:
+        return None
+    p, eps = arg(n, 1, "p", 2.0), arg(n, 3, "eps", 1e-12)
+    if number(p) != 2.0 or number(eps) is None:
+        return None
+    return arg(n, 0, "input"), arg(n, 2, "dim", 1), eps
+
+
+def find_dim_norm(tr: TracedReference) -> list[Match]:
+    found = []
+    into_conv = reaching_a_conv(tr)
+    seen: list[tuple[fx.Node, Any, Any, str, Any, set[fx.Node]]] = [
+        (d, x, dim, norm, eps, nodes) for d, x, (norm, dim, eps, nodes) in _divisions(tr)]
+    for n in graph_nodes(tr):
+        if op(n) == "normalize" and (got := _normalize_call(n)) is not None:
+            x, dim, eps = got
+            if dtype(x) in FLOATS and dtype(n) == dtype(x) and shape(n) == shape(x):
+                seen.append((n, x, _one_dim(dim), "l2", eps, set()))
+    for d, x, dim, norm, eps, nodes in seen:
+        after = _after_dim(x, dim)
+        if after is None or after == 1 or tensor(x).dim() < 2:
+            continue  # over the last dim: the row kernels' (find_row_norm)
+        if dtype(d) == torch.float32 and d in into_conv:
+            continue  # TF32 convolutions after it (the module docstring)
+        what = _WHAT[norm] + (" clamped to eps (F.normalize)" if op(d) == "normalize" else "")
+        args = (x, dim, norm) + (() if eps is None else (eps,))
+
+        def build(g, m, args=args, what=what):
+            return [call(g, DIV_BY_DIM_NORM, tuple(m(a) for a in args), {},
+                         f"divided by its {what} over a dim with others after it: each "
+                         "column tile read once", "normed")]
+
+        found.append(Match("dim_norm", nodes | {d}, [d], build,
+                           f"x / its {what} over dim {int(number(dim))} (not the last) → "
+                           "div_by_dim_norm", ("library_kernel", "fusion"), set(),
+                           (DIV_BY_DIM_NORM,)))
+    return found
+
+
 GROUP_NORM_PATTERN = Pattern("group_norm", find_group_norm,
                              "GroupNorm and InstanceNorm (instance statistics)")
 ROW_NORM_PATTERN = Pattern("row_norm", find_row_norm,
                            "a row divided by its mean |x| or its L2 norm")
+DIM_NORM_PATTERN = Pattern("dim_norm", find_dim_norm,
+                           "x divided by its RMS, L2 norm or mean |x| over a middle dim")
