@@ -41,6 +41,7 @@ def compile_all():
     from solforge.kernels.triton import (
         activation,
         arg_reduce_dim,
+        dim_norm,
         fp8,
         gemm_f32x3,
         glu,
@@ -138,6 +139,12 @@ def compile_all():
                                 (2, False, 4, FP16)):
         _compile(reduce_dim._reduce_dim_kernel.fn, dict(x_ptr=ptr, y_ptr=ptr),
                  dict(OP=op, MEAN=mean, BLOCK_B=1024, ROWS=rows), floats=("inv_k",))
+    # rms, l2 and mean |x| over a middle dim: one register tile, and K walked twice
+    for norm, ptr, block_k, one in ((0, BF16, 64, True), (1, FP32, 16, False),
+                                    (2, FP16, 128, True)):
+        _compile(dim_norm._dim_norm_kernel.fn, dict(x_ptr=ptr, y_ptr=ptr),
+                 dict(NORM=norm, BLOCK_K=block_k, ONE_TILE=one, BLOCK_B=8192 // block_k),
+                 floats=("inv_k", "eps"), num_warps=8)
     for renorm in (True, False):
         _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),
                  dict(K=2, RENORM=renorm, BLOCK_R=64, BLOCK_E=8))
