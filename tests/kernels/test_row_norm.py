@@ -209,3 +209,23 @@ def test_div_by_row_norm_rounds_the_statistic_as_torch_does():
     assert torch.isnan(K.div_by_row_norm(zero, "l2")).all()  # 0 / 0, as PyTorch's
     with pytest.raises(ValueError, match="unknown row norm"):
         K.div_by_row_norm(zero, "l1")
+
+
+@pytest.mark.parametrize("dtype", [FP32, FP16])
+def test_div_by_row_norm_clamps_the_norm_as_f_normalize(dtype):
+    """With ``eps`` the L2 norm is clamped to it first, as ``F.normalize`` does: a row of
+    zeros stays zeros (0 / eps; in fp16 eps rounds to 0: NaN as there), small rows are
+    divided by eps, the rest as before."""
+    x = torch.randn(6, 300)
+    x[1] = 0.0
+    x[2] *= 1e-6
+    x = x.to(dtype)
+    ref = F.normalize(x, dim=-1, eps=1e-3)
+    out = K.div_by_row_norm(x, "l2", 1e-3)
+    close(out, ref)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    close(out[2], (x[2].float() / 1e-3).to(dtype))  # x * (1 / eps): the last bit may differ
+    tiny = K.div_by_row_norm(x, "l2", 1e-12)
+    assert torch.equal(tiny.isnan(), F.normalize(x, dim=-1).isnan())
+    assert torch.equal(K.div_by_row_norm(x, "mean_abs", 1e-3).isnan(),
+                       (x / x.abs().mean(-1, keepdim=True)).isnan())  # eps unused there

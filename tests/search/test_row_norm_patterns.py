@@ -87,6 +87,9 @@ SECOND_FORMS = [
      "div_by_row_norm(x, 'l2')"),
     ("x", "return x / torch.linalg.vector_norm(x, 2, -1, keepdim=True)",
      "[torch.randn(5, 300)]", "", "row_norm", "div_by_row_norm(x, 'l2')"),
+    # F.normalize over the rows of a 2-D tensor (its default dim 1), with its clamp
+    ("x", "return F.normalize(x)", "[torch.randn(5, 300)]", "", "row_norm",
+     "div_by_row_norm(x, 'l2', 1e-12)"),
     # over a middle dim: F.normalize's clamp; the L2 norm over the first dim; the mean |x|
     # over dim 1 of a 3-D tensor; the RMS of x * x over 40 channels (K walked in tiles)
     ("x", "return F.normalize(x, dim=1, eps=1e-4)", "[torch.randn(2, 6, 5, 7)]", "",
@@ -133,7 +136,6 @@ NOT_EXACT = [
      "row_norm"),
     ("x", "return x / torch.norm(x, p=1, dim=-1, keepdim=True)", "[torch.randn(5, 30)]", "",
      "row_norm"),
-    ("x", "return F.normalize(x, dim=-1)", "[torch.randn(5, 30)]", "", "row_norm"),
     ("x", "n = x.norm(dim=-1, keepdim=True); return x / n + n", "[torch.randn(5, 30)]", "",
      "row_norm"),
     # the statistic of a cast, divided into the original
@@ -145,6 +147,7 @@ NOT_EXACT = [
     ("x", "return x / torch.sqrt(torch.mean(x ** 2, dim=-1, keepdim=True) + 1e-5)",
      "[torch.randn(2, 6, 5)]", "", "dim_norm"),
     ("x", "return F.normalize(x, dim=-1)", "[torch.randn(5, 30)]", "", "dim_norm"),
+    ("x", "return F.normalize(x, p=1, dim=-1)", "[torch.randn(5, 30)]", "", "row_norm"),
     ("x", "return x / torch.norm(x, p=2, dim=1)", "[torch.randn(6, 6, 6)]", "",
      "dim_norm"),
     ("x", "m = (x ** 2).mean(1, keepdim=True); return x / torch.sqrt(m + 1e-5) + m",

@@ -13,7 +13,8 @@ last dim. Its statistic (``STAT``):
   bias;
 - ``MEAN_ABS``: ``y = x / mean(|x|)`` (KernelBench's 38_L1Norm_);
 - ``L2``: ``y = x / sqrt(sum(x^2))`` (``x / torch.norm(x, p=2, dim=-1, keepdim=True)``,
-  KernelBench's 39_L2Norm_).
+  KernelBench's 39_L2Norm_), the norm clamped to ``eps`` first (``F.normalize``; ``eps``
+  0 for the plain division).
 
 For the last two the divisor is rounded to the output dtype first, as PyTorch rounds the
 reduction's result before the division (exact in fp32, the eager rounding in 16-bit), and
@@ -184,8 +185,9 @@ def _scale_shift(a, b, N, eps, y_dtype: tl.constexpr, STAT: tl.constexpr):
     else:
         if STAT == 1:  # torch rounds the mean (or the norm) to its dtype, then divides
             d = cast_rne(a / N, y_dtype).to(tl.float32)
-        else:
+        else:  # F.normalize clamps the norm to eps (0 for a plain division: no clamp)
             d = cast_rne(tl.sqrt_rn(a), y_dtype).to(tl.float32)
+            d = cast_rne(tl.where(d < eps, eps, d), y_dtype).to(tl.float32)
         shift = tl.full((), 0.0, tl.float32)
         scale = tl.div_rn(tl.full((), 1.0, tl.float32), d)
     return shift, scale
@@ -362,11 +364,12 @@ def norm_rows(rows: torch.Tensor, y: torch.Tensor, stat: int, eps: float = 0.0,
 DIV_COOP_DEFAULT_GPU = False
 
 
-def div_by_row_norm(x: torch.Tensor, norm: str, *, cooperative: bool | None = None
-                    ) -> torch.Tensor:
+def div_by_row_norm(x: torch.Tensor, norm: str, eps: float = 0.0, *,
+                    cooperative: bool | None = None) -> torch.Tensor:
     """``x`` divided by a statistic of its last dim: ``norm="mean_abs"`` is ``x /
     x.abs().mean(-1, keepdim=True)``, ``norm="l2"`` is ``x / torch.norm(x, p=2, dim=-1,
-    keepdim=True)``; computed in fp32, the statistic rounded to ``x``'s dtype as PyTorch's
+    keepdim=True)``, and with ``eps > 0`` ``F.normalize(x, dim=-1, eps=eps)`` (the norm
+    clamped to ``eps``; ``eps`` is ignored for ``"mean_abs"``); computed in fp32, the statistic rounded to ``x``'s dtype as PyTorch's
     is, the output in ``x``'s dtype. ``cooperative`` as for ``norm_rows``; None, the
     default, is True on a CPU and under the interpreter and ``DIV_COOP_DEFAULT_GPU`` on a
     GPU (measured slower there: off)."""
@@ -379,5 +382,6 @@ def div_by_row_norm(x: torch.Tensor, norm: str, *, cooperative: bool | None = No
     if rows.stride(-1) != 1 and rows.shape[-1] > 1:
         rows = rows.contiguous()
     y = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
-    norm_rows(rows, y, stats[norm], cooperative=cooperative)
+    norm_rows(rows, y, stats[norm], eps=float(eps) if norm == "l2" else 0.0,
+              cooperative=cooperative)
     return y.view(x.shape)

@@ -24,8 +24,9 @@ convolution's input turns an ulp of difference into 1e-4).
 keepdim=True)``; KernelBench's 38_L1Norm_) → ``div_by_row_norm(x, "mean_abs")``, and
 ``x / torch.norm(x, p=2, dim=-1, keepdim=True)`` (``x.norm(...)``, ``p`` 2 or the default
 ``"fro"``, or ``torch.linalg.vector_norm(x, 2, -1, keepdim=True)``; KernelBench's
-39_L2Norm_) → ``div_by_row_norm(x, "l2")``; over the last dim, written by dim -1 or the
-last index, the reduction read only by the division, no ``dtype``.
+39_L2Norm_) → ``div_by_row_norm(x, "l2")``, and ``F.normalize(x, p=2, dim=-1, eps)`` →
+``div_by_row_norm(x, "l2", eps)`` (the norm clamped to eps); over the last dim, written by
+dim -1 or the last index, the reduction read only by the division, no ``dtype``.
 
 ``dim_norm``: over one dim that has others after it (a number or a module attribute, or a
 list of one; ``keepdim=True``), ``x`` divided by its mean absolute value or L2 norm as
@@ -38,8 +39,7 @@ that reaches a convolution is left to PyTorch (TF32 there, as below).
 Not covered: InstanceNorm with running statistics (``track_running_stats=True``) or an
 unbatched input; subclasses of the modules; parameters in another dtype than the
 input's; GroupNorm followed by its activation fused (SiLU after it stays a separate
-``bias_act``); over the last dim, ``F.normalize`` (clamped) and RMS normalisation without
-a weight (``rms_norm`` in ``norms.py`` takes the weighted one); norms over several dims;
+``bias_act``); over the last dim, RMS normalisation without a weight (``rms_norm`` in ``norms.py`` takes the weighted one); norms over several dims;
 the multiplication by ``torch.rsqrt(...)`` over a middle dim (it rounds differently from
 the division by ``sqrt``); norms written as ``sqrt(sum(x ** 2))``; ``p`` other than 2.
 """
@@ -238,41 +238,6 @@ def _after_dim(x: Any, dim: Any) -> int | None:
     return math.prod(xt.shape[int(d) % xt.dim() + 1:])
 
 
-def _divisions(tr: TracedReference):
-    """``(division node, x, (norm, dim, eps, nodes))`` for every ``x / statistic(x)``."""
-    for d in graph_nodes(tr):
-        if op(d) != "div" or len(d.args) + len(d.kwargs) != 2 or \
-                set(d.kwargs) - {"input", "other"}:
-            continue
-        x, s = operands(d)
-        got = _statistic(s, x)
-        if got is None or dtype(x) not in FLOATS or shape(d) != shape(x) or \
-                dtype(d) != dtype(x) or dtype(s) != dtype(x):
-            continue
-        yield d, x, got
-
-
-_WHAT = {"mean_abs": "mean absolute value", "l2": "L2 norm", "rms": "root mean square"}
-
-
-def find_row_norm(tr: TracedReference) -> list[Match]:
-    found = []
-    for d, x, (norm, dim, eps, nodes) in _divisions(tr):
-        if norm == "rms" or not is_last_dim(dim, tensor(x).dim()):
-            continue  # the other dims are find_dim_norm's
-        what = _WHAT[norm]
-
-        def build(g, m, x=x, norm=norm, what=what):
-            return [call(g, DIV_BY_ROW_NORM, (m(x), norm), {},
-                         f"divided by its row's {what}: one read of a long row where the "
-                         "GPU is full", "normed")]
-
-        found.append(Match("row_norm", nodes | {d}, [d], build,
-                           f"x / its {what} over the last dim → div_by_row_norm",
-                           ("library_kernel", "fusion"), set(), (DIV_BY_ROW_NORM,)))
-    return found
-
-
 def _normalize_call(n: fx.Node) -> tuple[Any, Any, Any] | None:
     """``(x, dim, eps)`` of ``F.normalize(x, p=2, dim, eps)`` with no ``out``."""
     if len(n.args) > 4 or set(n.kwargs) - {"input", "p", "dim", "eps", "out"} or \
@@ -284,23 +249,65 @@ def _normalize_call(n: fx.Node) -> tuple[Any, Any, Any] | None:
     return arg(n, 0, "input"), arg(n, 2, "dim", 1), eps
 
 
+def _normalisations(tr: TracedReference):
+    """``(output node, x, norm, dim, eps, the nodes replaced)`` for every ``x /
+    statistic(x)`` and every ``F.normalize(x, p=2, dim, eps)`` (``"l2"`` with its eps)."""
+    for d in graph_nodes(tr):
+        if op(d) == "normalize":
+            got = _normalize_call(d)
+            if got is not None and dtype(got[0]) in FLOATS and dtype(d) == dtype(got[0]) \
+                    and shape(d) == shape(got[0]):
+                x, dim, eps = got
+                yield d, x, "l2", _one_dim(dim), eps, {d}
+            continue
+        if op(d) != "div" or len(d.args) + len(d.kwargs) != 2 or \
+                set(d.kwargs) - {"input", "other"}:
+            continue
+        x, s = operands(d)
+        got = _statistic(s, x)
+        if got is None or dtype(x) not in FLOATS or shape(d) != shape(x) or \
+                dtype(d) != dtype(x) or dtype(s) != dtype(x):
+            continue
+        norm, dim, eps, nodes = got
+        yield d, x, norm, dim, eps, nodes | {d}
+
+
+_WHAT = {"mean_abs": "mean absolute value", "l2": "L2 norm", "rms": "root mean square"}
+
+
+def _what(d: fx.Node, norm: str) -> str:
+    return _WHAT[norm] + (" clamped to eps (F.normalize)" if op(d) == "normalize" else "")
+
+
+def find_row_norm(tr: TracedReference) -> list[Match]:
+    found = []
+    for d, x, norm, dim, eps, nodes in _normalisations(tr):
+        if norm == "rms" or not is_last_dim(dim, tensor(x).dim()):
+            continue  # the other dims are find_dim_norm's
+        what = _what(d, norm)
+        args = (x, norm) + (() if eps is None else (eps,))
+
+        def build(g, m, args=args, what=what):
+            return [call(g, DIV_BY_ROW_NORM, tuple(m(a) for a in args), {},
+                         f"divided by its row's {what}: one read of a long row where the "
+                         "GPU is full", "normed")]
+
+        found.append(Match("row_norm", nodes, [d], build,
+                           f"x / its {what} over the last dim → div_by_row_norm",
+                           ("library_kernel", "fusion"), set(), (DIV_BY_ROW_NORM,)))
+    return found
+
+
 def find_dim_norm(tr: TracedReference) -> list[Match]:
     found = []
     into_conv = reaching_a_conv(tr)
-    seen: list[tuple[fx.Node, Any, Any, str, Any, set[fx.Node]]] = [
-        (d, x, dim, norm, eps, nodes) for d, x, (norm, dim, eps, nodes) in _divisions(tr)]
-    for n in graph_nodes(tr):
-        if op(n) == "normalize" and (got := _normalize_call(n)) is not None:
-            x, dim, eps = got
-            if dtype(x) in FLOATS and dtype(n) == dtype(x) and shape(n) == shape(x):
-                seen.append((n, x, _one_dim(dim), "l2", eps, set()))
-    for d, x, dim, norm, eps, nodes in seen:
+    for d, x, norm, dim, eps, nodes in _normalisations(tr):
         after = _after_dim(x, dim)
         if after is None or after == 1 or tensor(x).dim() < 2:
             continue  # over the last dim: the row kernels' (find_row_norm)
         if dtype(d) == torch.float32 and d in into_conv:
             continue  # TF32 convolutions after it (the module docstring)
-        what = _WHAT[norm] + (" clamped to eps (F.normalize)" if op(d) == "normalize" else "")
+        what = _what(d, norm)
         args = (x, dim, norm) + (() if eps is None else (eps,))
 
         def build(g, m, args=args, what=what):
@@ -308,7 +315,7 @@ def find_dim_norm(tr: TracedReference) -> list[Match]:
                          f"divided by its {what} over a dim with others after it: each "
                          "column tile read once", "normed")]
 
-        found.append(Match("dim_norm", nodes | {d}, [d], build,
+        found.append(Match("dim_norm", nodes, [d], build,
                            f"x / its {what} over dim {int(number(dim))} (not the last) → "
                            "div_by_dim_norm", ("library_kernel", "fusion"), set(),
                            (DIV_BY_DIM_NORM,)))
