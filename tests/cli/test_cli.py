@@ -132,6 +132,7 @@ families = ["reference"]
 [eval]
 trials = 3
 timeout_s = 99
+baselines = ["eager"]
 """
 
 
@@ -167,6 +168,8 @@ def test_optimize_config_file_with_flags_over_it(tmp_path):
     assert [a["path"] for a in attempts] == ["candidate:reference"]  # families, max 1
     record = run.ledger.evaluations("kb_relu", kind="visible")[0]["record"]
     assert {w["trials"] for w in record["workloads"]} == {3}  # [eval] trials
+    # [eval] baselines: no compile baseline (its CPU warm-up alone took 13 s here)
+    assert record["speedup_vs_compile"] is None and record["speedup_vs_eager"]
 
 
 def test_optimize_config_file_errors_name_file_section_and_key(tmp_path):
