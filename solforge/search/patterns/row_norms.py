@@ -178,8 +178,8 @@ def _one_dim(dim: Any) -> Any:
     return dim
 
 
-def _kept(s: fx.Node, x: Any, names: tuple[str, ...], dim_at: int) -> Any:
-    """The one dim a reduction ``s`` of ``x`` runs over, kept (``keepdim=True``), with no
+def _kept(s: fx.Node, names: tuple[str, ...], dim_at: int) -> Any:
+    """The one dim a reduction ``s`` runs over, kept (``keepdim=True``), with no
     other keyword than ``names``; None otherwise."""
     if len(s.args) > len(names) or set(s.kwargs) - set(names) or \
             arg(s, dim_at + 1, "keepdim") is not True:
@@ -200,7 +200,7 @@ def _statistic(s: Any, x: Any) -> tuple[str, Any, Any, set[fx.Node]] | None:
         if op(a) != "abs" or arg(a, 0, "input") is not x or len(a.users) != 1 or \
                 len(a.args) + len(a.kwargs) != 1:
             return None
-        dim = _kept(s, x, ("input", "dim", "keepdim"), 1)
+        dim = _kept(s, ("input", "dim", "keepdim"), 1)
         return None if dim is None else ("mean_abs", dim, None, {a, s})
     if kind in ("norm", "vector_norm"):
         names = ("input", "p" if kind == "norm" else "ord", "dim", "keepdim")
@@ -212,7 +212,7 @@ def _statistic(s: Any, x: Any) -> tuple[str, Any, Any, set[fx.Node]] | None:
         kw = {k: v for k, v in s.kwargs.items() if k not in ("out", "dtype")}
         if len(s.args) > 4 or set(kw) - set(names):
             return None
-        dim = _kept(s, x, names + ("out", "dtype"), 2)
+        dim = _kept(s, names + ("out", "dtype"), 2)
         return None if dim is None else ("l2", dim, None, {s})
     if kind == "sqrt":
         a = arg(s, 0)
@@ -224,7 +224,7 @@ def _statistic(s: Any, x: Any) -> tuple[str, Any, Any, set[fx.Node]] | None:
         sq = arg(mean, 0, "input")
         if squared(sq) is not x or len(sq.users) != 1:
             return None
-        dim = _kept(mean, x, ("input", "dim", "keepdim"), 1)
+        dim = _kept(mean, ("input", "dim", "keepdim"), 1)
         return None if dim is None else ("rms", dim, eps, {sq, mean, a, s})
     return None
 
