@@ -222,6 +222,32 @@ def test_sum_dim_reads_strided_views_and_empty_dims_as_torch():
         K.sum_dim(x, -1)
 
 
+def test_sum_dim_s_error_does_not_grow_with_k():
+    """A deep fp32 sum (4096 signed values a column, KernelBench 47's depth) lands within
+    an ulp or two of the exact sum: compensated, where one running sum lands ~1e-4 off
+    (benchmarks/sum_order.py), as far as PyTorch's own order may be from the exact sum."""
+    torch.manual_seed(3)
+    x = torch.randn(1, 4096, 48)
+    exact = x.double().sum(1)
+    err = (K.sum_dim(x, 1).double() - exact).abs().max().item()
+    plain = torch.zeros(48)
+    for row in x[0]:  # one fp32 running sum in K order: the order the kernel walks
+        plain += row
+    assert (plain.double() - exact).abs().max().item() > 1e-5  # this seed: ~1e-4 off
+    assert err <= 1e-5
+    # infinities and NaN as PyTorch's sum has them (the compensation must not turn an
+    # inf NaN): +inf; +inf and -inf: NaN; a NaN: NaN; past fp32's range: inf
+    y = torch.randn(2, 40, 5)
+    y[0, 3, 0] = float("inf")
+    y[0, 7, 1], y[0, 9, 1] = float("inf"), float("-inf")
+    y[1, 5, 2] = float("nan")
+    y[1, :, 3] = 3e37
+    ref = y.sum(1)
+    out = K.sum_dim(y, 1)
+    assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf(), ref.isinf())
+    close(out.nan_to_num(posinf=0.0), ref.nan_to_num(posinf=0.0))
+
+
 def same_values(out, ref):
     """Bit for bit but NaN's payload: the same NaNs, values and signs of zeros."""
     assert out.shape == ref.shape and out.dtype == ref.dtype

@@ -7,7 +7,10 @@ dim).values`` and their minimum likewise (KernelBench's 49 and 53).
 One kernel, the operation a constexpr (``OP``). Each program takes one ``a`` and a tile of
 ``B`` columns and walks the ``K`` rows in order, ``ROWS`` rows a step (unrolled: their
 loads do not wait on the fold of the one before), so every read is a contiguous tile. A sum adds
-in fp32. A maximum keeps the running value and replaces it only by a strictly greater
+in fp32 with Kahan's compensation: its error does not grow with ``K`` (a plain running sum
+over 4096 signed values lands up to 6e-4 from the exact one, past a 1e-4 tolerance at
+outputs near zero; `benchmarks/sum_order.py`), so the float64 arbitration finds it at
+least as close as PyTorch's own sum. A maximum keeps the running value and replaces it only by a strictly greater
 one or a NaN: any NaN in the slice gives NaN, and of equal values the first in ``K``
 order stays, as in ``torch.max(x, dim).values`` (the value its index names). Max and min
 are exact, so the output is ``x``'s dtype bit for bit.
@@ -20,9 +23,12 @@ Not covered: splitting ``K`` over programs, so few ``a`` x column tiles run on f
 walking all of ``K`` (ViT-L's batch-1 token mean: 0.025 ms against torch.compile's split
 reduction's 0.003 ms; benchmarks/results/2026-12-02-h200-s10); the last dim (the row kernels
 do that), several dims at once, a ``dtype`` argument, integer and boolean inputs, the
-indices of a max or min (``arg_reduce_dim.py``); sums in fp32 in order over ``K``, where
-PyTorch's order differs: the results may differ in the last bits of fp32 (and round the
-same way to fp16/bf16 but for rare ties). The sign of a zero extremum where the slice
+indices of a max or min (``arg_reduce_dim.py``); PyTorch's own summation order: the
+compensated sum is closer to the exact one than PyTorch's, so the two differ by
+PyTorch's rounding error, which past a 1e-4 tolerance at a few of a large output's
+elements near zero fails a problem the float64 arbitration cannot judge (inputs past
+``GOLDEN_MAX_ELEMENTS``: KernelBench's 47, benchmarks/results/2026-12-06-h200-s26); fp16
+and bf16 outputs round the same way but for rare ties. The sign of a zero extremum where the slice
 holds both ``0.0`` and ``-0.0`` (equal as numbers, so ``==`` and ``torch.allclose``
 agree): ``torch.amax`` / ``torch.amin`` pick one by their own reduction order (on the
 CPU, torch 2.13, the first for every column in only 79 of 200 random shapes of zeros; on
@@ -84,6 +90,7 @@ def _reduce_dim_kernel(x_ptr, y_ptr, K, B, stride_a, stride_k, inv_k, OP: tl.con
     else:
         fill = float("inf")
     acc = tl.full((BLOCK_B,), fill, tl.float32)
+    comp = tl.zeros((BLOCK_B,), tl.float32)  # the sum's lost low-order part (Kahan)
     for start in range(0, K, ROWS):
         for r in tl.static_range(ROWS):
             # a row past K masks every column (one comparison: vector loads stay)
@@ -91,7 +98,11 @@ def _reduce_dim_kernel(x_ptr, y_ptr, K, B, stride_a, stride_k, inv_k, OP: tl.con
             x = x.to(tl.float32)
             ptrs += stride_k  # 64-bit pointer arithmetic: no index overflow
             if OP == _SUM:
-                acc += x
+                x = x - comp
+                total = acc + x
+                # an inf or NaN sum keeps no compensation (inf - inf would turn it NaN)
+                comp = tl.where(total - total == 0.0, (total - acc) - x, 0.0)
+                acc = total
             elif OP == _MAX:  # strictly greater: the first of equal values stays
                 acc = tl.where((x > acc) | (x != x), x, acc)
             else:
