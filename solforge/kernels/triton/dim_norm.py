@@ -15,13 +15,16 @@ convolutional nets) the program reads its ``[K, BLOCK_B]`` tile once, reduces it
 PyTorch makes five passes over it (the square, the mean, the division and their
 temporaries). A longer ``K`` is walked twice in ``[BLOCK_K, BLOCK_B]`` tiles, the second
 walk reading the tiles again (from L2 when they still are there).
+KernelBench's 36_RMSNorm_ (112x64x512x512 fp32 over dim 1) on an H200: 3.82 ms, about 92%
+of the calibrated DRAM bandwidth for its read and write, against torch.compile's 3.94 ms
+and eager's 11.6 (benchmarks/results/2026-12-06-h200-s26).
 
 Roundings are PyTorch's, for every float dtype: the statistic is accumulated in fp32 and
 each step PyTorch rounds to ``x``'s dtype is rounded here too (``x ** 2`` per element for
 ``"rms"``, so an fp16 square past 65504 is ``inf`` as it is in eager; the mean; ``+ eps``;
 the square root; the ``max`` with ``eps``), then ``x`` is divided by it in fp32 and the
-quotient (IEEE division) rounded. A slice of zeros gives NaN (0 / 0) as PyTorch's does; a NaN anywhere in
-a slice makes that slice's outputs NaN.
+quotient (IEEE division) rounded. A slice of zeros gives NaN (0 / 0) as PyTorch's does; a
+NaN anywhere in a slice makes that slice's outputs NaN.
 
 Not covered: the last dim (the row kernels of ``row_norm.py`` read long rows contiguously;
 this layout would walk ``K`` with a stride of 1 column); several dims at once; a weight or

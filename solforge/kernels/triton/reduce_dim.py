@@ -6,14 +6,14 @@ dim).values`` and their minimum likewise (KernelBench's 49 and 53).
 
 One kernel, the operation a constexpr (``OP``). Each program takes one ``a`` and a tile of
 ``B`` columns and walks the ``K`` rows in order, ``ROWS`` rows a step (unrolled: their
-loads do not wait on the fold of the one before), so every read is a contiguous tile. A sum adds
-in fp32 with Kahan's compensation: its error does not grow with ``K`` (a plain running sum
-over 4096 signed values lands up to 6e-4 from the exact one, past a 1e-4 tolerance at
-outputs near zero; `benchmarks/sum_order.py`), so the float64 arbitration finds it at
-least as close as PyTorch's own sum. A maximum keeps the running value and replaces it only by a strictly greater
-one or a NaN: any NaN in the slice gives NaN, and of equal values the first in ``K``
-order stays, as in ``torch.max(x, dim).values`` (the value its index names). Max and min
-are exact, so the output is ``x``'s dtype bit for bit.
+loads do not wait on the fold of the one before), so every read is a contiguous tile. A
+sum adds in fp32 with Kahan's compensation: its error does not grow with ``K`` (a plain
+running sum over 4096 signed values lands up to 6e-4 from the exact one, past a 1e-4
+tolerance at outputs near zero; ``benchmarks/sum_order.py``), so the float64 arbitration
+finds it at least as close as PyTorch's own sum. A maximum keeps the running value and
+replaces it only by a strictly greater one or a NaN: any NaN in the slice gives NaN, and
+of equal values the first in ``K`` order stays, as in ``torch.max(x, dim).values`` (the
+value its index names). Max and min are exact, so the output is ``x``'s dtype bit for bit.
 
 A generic reduction kernel picks one layout for every shape and misses on some: eager
 PyTorch at 3x the bytes' time for a ``[8192, 2, 4096]`` bf16 sum, torch.compile at 4.5x
@@ -33,8 +33,12 @@ holds both ``0.0`` and ``-0.0`` (equal as numbers, so ``==`` and ``torch.allclos
 agree): ``torch.amax`` / ``torch.amin`` pick one by their own reduction order (on the
 CPU, torch 2.13, the first for every column in only 79 of 200 random shapes of zeros; on
 CUDA by the reduction tree), which this kernel does not reproduce; it gives
-``torch.max(dim)``'s, the first. No GPU timing of max and min yet, nor of the steps of
-several rows (``ROWS`` > 1: the autotuner weighs them against the sum's measured configs).
+``torch.max(dim)``'s, the first. Measured on an H200 (benchmarks/results/2026-12-06-h200-s26,
+KernelBench's 49 and 53, [128, 4096, 4095] fp32 over dim 1): max 2.26 ms against
+torch.compile's 2.36 and eager's 2.70, about 89% of the calibrated DRAM bandwidth, where
+eager's sum of the same tensor reaches 98% (2.06 ms): our sum and mean took 2.29 ms
+there, so the layout leaves a few percent on such shapes. The compensated sum is not
+measured on a GPU yet.
 """
 
 from __future__ import annotations

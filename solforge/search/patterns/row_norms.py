@@ -37,11 +37,12 @@ above, by its root mean square ``torch.sqrt(torch.mean(x ** 2, dim, keepdim=True
 that reaches a convolution is left to PyTorch (TF32 there, as below).
 
 Not covered: InstanceNorm with running statistics (``track_running_stats=True``) or an
-unbatched input; subclasses of the modules; parameters in another dtype than the
-input's; GroupNorm followed by its activation fused (SiLU after it stays a separate
-``bias_act``); over the last dim, RMS normalisation without a weight (``rms_norm`` in ``norms.py`` takes the weighted one); norms over several dims;
-the multiplication by ``torch.rsqrt(...)`` over a middle dim (it rounds differently from
-the division by ``sqrt``); norms written as ``sqrt(sum(x ** 2))``; ``p`` other than 2.
+unbatched input; subclasses of the modules; parameters in another dtype than the input's;
+GroupNorm followed by its activation fused (SiLU after it stays a separate ``bias_act``);
+over the last dim, RMS normalisation without a weight (``rms_norm`` in ``norms.py`` takes
+the weighted one); norms over several dims; the multiplication by ``torch.rsqrt(...)``
+over a middle dim (it rounds differently from the division by ``sqrt``); norms written as
+``sqrt(sum(x ** 2))``; ``p`` other than 2.
 """
 
 from __future__ import annotations
