@@ -253,12 +253,16 @@ def only_user(n: fx.Node) -> fx.Node | None:
     return next(iter(n.users)) if len(n.users) == 1 else None
 
 
-def is_last_dim(dim: Any, rank: int) -> bool:
+def one_dim(dim: Any) -> Any:
+    """A reduction's dim argument as one dim (a number or a module attribute: bare, or
+    the one item of a list or tuple); None for several dims."""
     if isinstance(dim, (list, tuple)):
-        if len(dim) != 1:
-            return False
-        dim = dim[0]
-    d = number(dim)
+        return dim[0] if len(dim) == 1 else None
+    return dim
+
+
+def is_last_dim(dim: Any, rank: int) -> bool:
+    d = number(one_dim(dim))
     return d is not None and int(d) in (-1, rank - 1)
 
 

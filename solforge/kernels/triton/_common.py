@@ -98,6 +98,15 @@ def reads_as_akb(x: torch.Tensor, d: int) -> bool:
                for i in range(d - 1))
 
 
+def as_akb(x: torch.Tensor, d: int) -> tuple[torch.Tensor, int]:
+    """``x`` as the middle-dim kernels read it: itself when it reads as ``[A, K, B]``
+    (``reads_as_akb``), else a contiguous copy; and the stride from one ``a`` to the next
+    (0 when ``d`` is the first dim)."""
+    if not reads_as_akb(x, d):
+        x = x.contiguous()
+    return x, (x.stride(d - 1) if d else 0)
+
+
 @triton.jit
 def piece_of_row(x_ptr, stride_x, CHUNK):
     """For program (row, piece) of a split launch: (row, piece, the piece's first column,

@@ -24,10 +24,10 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
+    as_akb,
     INTERPRET,
     around_dim,
     autotune_configs,
-    reads_as_akb,
     row_splits,
     sm_count,
 )
@@ -148,10 +148,8 @@ def _arg_dim(x: torch.Tensor, dim: int, keepdim: bool, minimum: bool) -> torch.T
     if b == 1:  # the reduced dim is the last that counts: the row kernel's
         rows = x.reshape(a, k)
         return (argmin(rows) if minimum else argmax(rows)).view(kept)
-    if not reads_as_akb(x, d):
-        x = x.contiguous()
+    x, stride_a = as_akb(x, d)
     out = torch.empty(kept, dtype=torch.int64, device=x.device)
-    stride_a = x.stride(d - 1) if d else 0
     pieces, chunk = _k_pieces(a, k, b, x.device)
     grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]), pieces)  # noqa: E731
     if pieces == 1:

@@ -40,11 +40,11 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
+    as_akb,
     INTERPRET,
     around_dim,
     autotune_configs,
     cast_rne,
-    reads_as_akb,
 )
 
 NORMS = {"rms": 0, "l2": 1, "mean_abs": 2}
@@ -151,12 +151,10 @@ def div_by_dim_norm(x: torch.Tensor, dim: int, norm: str, eps: float = 0.0) -> t
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
-    if not reads_as_akb(x, d):
-        x = x.contiguous()
+    x, stride_a = as_akb(x, d)
     one_tile = k <= _ONE_TILE_K
     block_k = triton.next_power_of_2(k) if one_tile else (4 if INTERPRET else 16)
-    stride_a = x.stride(d - 1) if d else 0
     grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]))  # noqa: E731
-    _dim_norm_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / k, float(eps), NORM=NORMS[norm],
-                           BLOCK_K=block_k, ONE_TILE=one_tile)
+    _dim_norm_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / k, float(eps),
+                           NORM=NORMS[norm], BLOCK_K=block_k, ONE_TILE=one_tile)
     return y

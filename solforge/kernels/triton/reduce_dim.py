@@ -48,10 +48,10 @@ import triton
 import triton.language as tl
 
 from solforge.kernels.triton._common import (
+    as_akb,
     around_dim,
     autotune_configs,
     cast_rne,
-    reads_as_akb,
 )
 
 # the kernel's operations
@@ -154,9 +154,7 @@ def _reduce_dim(x: torch.Tensor, dim: int, what: str, mean: bool, keepdim: bool
     if y.numel() and k == 0:  # PyTorch: a sum over nothing is 0, a mean NaN
         y.fill_(float("nan") if mean else 0.0)
     elif y.numel():
-        if not reads_as_akb(x, d):
-            x = x.contiguous()
-        stride_a = x.stride(d - 1) if d else 0
+        x, stride_a = as_akb(x, d)
         grid = lambda meta: (a, triton.cdiv(b, meta["BLOCK_B"]))  # noqa: E731
         _reduce_dim_kernel[grid](x, y, k, b, stride_a, x.stride(d), 1.0 / max(k, 1),
                                  OP=_OPS[what], MEAN=mean)

@@ -369,10 +369,10 @@ def div_by_row_norm(x: torch.Tensor, norm: str, eps: float = 0.0, *,
     """``x`` divided by a statistic of its last dim: ``norm="mean_abs"`` is ``x /
     x.abs().mean(-1, keepdim=True)``, ``norm="l2"`` is ``x / torch.norm(x, p=2, dim=-1,
     keepdim=True)``, and with ``eps > 0`` ``F.normalize(x, dim=-1, eps=eps)`` (the norm
-    clamped to ``eps``; ``eps`` is ignored for ``"mean_abs"``); computed in fp32, the statistic rounded to ``x``'s dtype as PyTorch's
-    is, the output in ``x``'s dtype. ``cooperative`` as for ``norm_rows``; None, the
-    default, is True on a CPU and under the interpreter and ``DIV_COOP_DEFAULT_GPU`` on a
-    GPU (measured slower there: off)."""
+    clamped to ``eps``; ``eps`` is ignored for ``"mean_abs"``); computed in fp32, the
+    statistic rounded to ``x``'s dtype as PyTorch's is, the output in ``x``'s dtype.
+    ``cooperative`` as for ``norm_rows``; None, the default, is True on a CPU and under
+    the interpreter and ``DIV_COOP_DEFAULT_GPU`` on a GPU (measured slower there: off)."""
     if cooperative is None:
         cooperative = DIV_COOP_DEFAULT_GPU or INTERPRET or x.device.type != "cuda"
     stats = {"mean_abs": MEAN_ABS, "l2": L2}

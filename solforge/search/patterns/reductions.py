@@ -63,6 +63,7 @@ from solforge.search.match import (
     is_last_dim,
     item,
     number,
+    one_dim,
     only_user,
     op,
     tensor,
@@ -204,8 +205,7 @@ def _over_a_middle_dim(n: fx.Node, out: fx.Node) -> tuple[Any, Any, int, bool] |
             set(n.kwargs) - {"input", "dim", "keepdim"}:
         return None
     x, dim, keepdim = arg(n, 0, "input"), arg(n, 1, "dim"), arg(n, 2, "keepdim", False)
-    if isinstance(dim, (list, tuple)):
-        dim = dim[0] if len(dim) == 1 else None
+    dim = one_dim(dim)
     t, o, d = tensor(x), tensor(out), number(dim)
     if t is None or o is None or dtype(x) not in FLOATS or o.dtype != t.dtype or \
             d is None or d != int(d) or keepdim not in (False, True) or t.dim() < 2 or \

@@ -62,6 +62,7 @@ from solforge.search.match import (
     dtype,
     is_last_dim,
     number,
+    one_dim,
     op,
     operands,
     shape,
@@ -172,20 +173,13 @@ def find_group_norm(tr: TracedReference) -> list[Match]:
     return found
 
 
-def _one_dim(dim: Any) -> Any:
-    """A reduction's dim argument as one dim (a number or a module attribute), or None."""
-    if isinstance(dim, (list, tuple)):
-        return dim[0] if len(dim) == 1 else None
-    return dim
-
-
 def _kept(s: fx.Node, names: tuple[str, ...], dim_at: int) -> Any:
     """The one dim a reduction ``s`` runs over, kept (``keepdim=True``), with no
     other keyword than ``names``; None otherwise."""
     if len(s.args) > len(names) or set(s.kwargs) - set(names) or \
             arg(s, dim_at + 1, "keepdim") is not True:
         return None
-    return _one_dim(arg(s, dim_at, "dim"))
+    return one_dim(arg(s, dim_at, "dim"))
 
 
 def _statistic(s: Any, x: Any) -> tuple[str, Any, Any, set[fx.Node]] | None:
@@ -259,7 +253,7 @@ def _normalisations(tr: TracedReference):
             if got is not None and dtype(got[0]) in FLOATS and dtype(d) == dtype(got[0]) \
                     and shape(d) == shape(got[0]):
                 x, dim, eps = got
-                yield d, x, "l2", _one_dim(dim), eps, {d}
+                yield d, x, "l2", one_dim(dim), eps, {d}
             continue
         if op(d) != "div" or len(d.args) + len(d.kwargs) != 2 or \
                 set(d.kwargs) - {"input", "other"}:
