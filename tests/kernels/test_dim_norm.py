@@ -81,6 +81,8 @@ def test_refusals_say_what_to_use():
     x = torch.randn(3, 4, 5)
     with pytest.raises(ValueError, match="div_by_row_norm"):
         div_by_dim_norm(x, -1, "rms")
+    with pytest.raises(ValueError, match="dim=4"):  # past the rank: not wrapped round
+        div_by_dim_norm(x, 4, "rms")
     with pytest.raises(ValueError, match="unknown norm 'l1'"):
         div_by_dim_norm(x, 1, "l1")
     with pytest.raises(ValueError, match="floating-point"):

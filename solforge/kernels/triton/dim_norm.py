@@ -142,7 +142,7 @@ def div_by_dim_norm(x: torch.Tensor, dim: int, norm: str, eps: float = 0.0) -> t
         raise ValueError(f"div_by_dim_norm: floating-point input only, got {x.dtype}")
     d = dim % x.dim() if x.dim() else 0
     a, k, b = around_dim(x.shape, d) if x.dim() else (1, 1, 1)
-    if x.dim() < 2 or b == 1:
+    if x.dim() < 2 or b == 1 or not -x.dim() <= dim < x.dim():
         raise ValueError(f"div_by_dim_norm normalises over a dim with others after it; got "
                          f"dim={dim} of shape {tuple(x.shape)} (over the last dim use "
                          "div_by_row_norm)")
