@@ -80,13 +80,37 @@ def test_shape_and_integer_outputs_are_not_arbitrated():
     assert arbitrate(idx + 1, Float64Run(ref, x, 0, idx), SUM) is None
 
 
-def test_too_large_for_float64_is_not_arbitrated(monkeypatch):
+@pytest.mark.parametrize("bound", ["GOLDEN_MAX_ELEMENTS", "ARBITRATION_MAX_ELEMENTS"])
+def test_too_large_for_float64_is_not_arbitrated(monkeypatch, bound):
     ref, x, want = _case()
-    monkeypatch.setattr(arbitration, "GOLDEN_MAX_ELEMENTS", 1000)
+    # outputs (64) above the outputs' bound, or inputs (262,144) above the inputs' one
+    monkeypatch.setattr(arbitration, bound, 10 if bound == "GOLDEN_MAX_ELEMENTS" else 1000)
     exact = x[0].double().sum(dim=1).float()
     assert arbitrate(exact, Float64Run(ref, x, 0, want), SUM) is None
     assert compare_or_arbitrate(exact, Float64Run(ref, x, 0, want), SUM).status \
         is Status.INCORRECT_NUMERICAL
+
+
+def test_a_large_input_with_a_small_output_is_arbitrated_but_gets_no_statistics_alone(
+        monkeypatch):
+    """Inputs past the statistics' bound (a sum over a dim of KernelBench's 8 GB input,
+    here scaled down): a candidate that differs is arbitrated, and its trial's statistics
+    come from that run; an answer that needs no arbitration never copies the inputs."""
+    ref, x, want = _case()
+    monkeypatch.setattr(arbitration, "GOLDEN_MAX_ELEMENTS", 1000)  # 262,144 inputs, 64 outputs
+    runs = []
+    real = arbitration.float64_outputs
+    monkeypatch.setattr(arbitration, "float64_outputs", lambda *a: runs.append(1) or real(*a))
+    exact = x[0].double().sum(dim=1).float()
+    run = Float64Run(ref, x, 0, want)
+    c = compare_or_arbitrate(exact, run, SUM)
+    assert c.ok and c.note.startswith(arbitration.ARBITRATED)
+    e_ref, e_out = arbitration.golden_errors(run, [exact])
+    assert e_out < 1e-4 < 0.1 < e_ref and len(runs) == 1
+    quiet = Float64Run(ref, x, 0, want)
+    assert compare_or_arbitrate(want.clone(), quiet, SUM).ok
+    assert arbitration.golden_errors(quiet, [want]) == (None, None)
+    assert len(runs) == 1  # neither the passing comparison nor its statistics ran float64
 
 
 def test_a_reference_that_cannot_run_in_float64_is_not_arbitrated():

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 
 from solforge import env
+from solforge.bench.judge import arbitration
 from solforge.bench.measure.slots import _lock_path, _open
 from solforge.problems.spec import call_with_params
 
@@ -62,10 +63,8 @@ HOLD_MB = 2048.0             # timing.TimingConfig.hold_bytes: earlier calls' in
 RETAIN_MB = 2048.0           # timing.RETAIN_BYTES: timed outputs the runner keeps
 BATCH_MB = 2048.0            # timing.BATCH_MAX_BYTES: the host clock's prepared batch
 CALLS = 200                  # timing.TimingConfig.max_calls: timed calls at most
+CHECKED = 4                  # performance.RETAIN: timed calls' outputs the judge re-checks
 CONTEXT_MB = 1024.0          # a CUDA context, cuBLAS/cuDNN handles and workspaces, L2 flush
-# the float64 golden at most (arbitration.GOLDEN_MAX_ELEMENTS, 2**26 elements): the
-# model, the inputs and the outputs in float64, the outputs' error terms (3 more)
-GOLDEN_MAX_MB = 6 * 8 * (1 << 26) / MB
 
 
 @dataclass
@@ -76,6 +75,12 @@ class Sizes:
     weights_mb: float | None = None   # the reference's parameters and buffers
     outputs_mb: float | None = None   # one call's outputs (known after the first trial)
     scratch_mb: float = 0.0           # fresh_inputs' fp32 draw beside its copy of the set
+    # the same in float64, floating tensors only: what a float64 run of the reference
+    # copies (arbitration.float64_outputs); None where not counted (then taken as fp32's
+    # twice, and unknown outputs as large as the inputs)
+    inputs_f64_mb: float | None = None
+    weights_f64_mb: float | None = None
+    outputs_f64_mb: float | None = None
 
 
 def _tensors(xs: Any) -> list[torch.Tensor]:
@@ -91,6 +96,31 @@ def _tensors(xs: Any) -> list[torch.Tensor]:
 def tensor_mb(xs: Any) -> float:
     """MiB of the tensors in ``xs`` (lists, tuples, dicts of them)."""
     return sum(t.numel() * t.element_size() for t in _tensors(xs)) / MB
+
+
+def float64_mb(xs: Any) -> float:
+    """MiB of the floating tensors in ``xs`` once copied to float64."""
+    return sum(8 * t.numel() for t in _tensors(xs) if t.is_floating_point()) / MB
+
+
+def golden_mb(s: Sizes) -> float:
+    """MiB a float64 run of the reference takes (``arbitration.float64_outputs``): the
+    model, the floating inputs and the outputs in float64, and the outputs' three error
+    terms; 0 where none runs: outputs above ``GOLDEN_MAX_ELEMENTS`` elements (unknown
+    outputs are taken as large as the inputs), none floating, or parameters or inputs
+    above ``ARBITRATION_MAX_ELEMENTS``. A reduction of KernelBench's 8 GiB inputs to a
+    small output counts 16 GiB here."""
+    x64 = s.inputs_f64_mb if s.inputs_f64_mb is not None else 2 * (s.inputs_mb or 0.0)
+    w64 = s.weights_f64_mb if s.weights_f64_mb is not None else 2 * (s.weights_mb or 0.0)
+    if s.outputs_mb is None:
+        o64 = x64
+    else:
+        o64 = s.outputs_f64_mb if s.outputs_f64_mb is not None else 2 * s.outputs_mb
+    per_element = 8 / MB
+    if not o64 or o64 > arbitration.GOLDEN_MAX_ELEMENTS * per_element \
+            or max(x64, w64) > arbitration.ARBITRATION_MAX_ELEMENTS * per_element:
+        return 0.0
+    return x64 + w64 + 4 * o64
 
 
 def _scratch_mb(xs: Any) -> float:
@@ -118,6 +148,7 @@ def estimate(module: ModuleType, params: dict[str, Any], init_args: list[Any]) -
         with torch.device("meta"):
             xs = call_with_params(module.get_inputs, p)
         sizes.inputs_mb = tensor_mb(xs)
+        sizes.inputs_f64_mb = float64_mb(xs)
         sizes.scratch_mb = _scratch_mb(xs)
     except Exception:  # noqa: BLE001 - any failure only means "not known yet"
         pass
@@ -127,6 +158,8 @@ def estimate(module: ModuleType, params: dict[str, Any], init_args: list[Any]) -
         if isinstance(model, torch.nn.Module):
             sizes.weights_mb = (sum(tensor_mb(t) for t in model.parameters())
                                 + sum(tensor_mb(t) for t in model.buffers()))
+            sizes.weights_f64_mb = (sum(float64_mb(t) for t in model.parameters())
+                                    + sum(float64_mb(t) for t in model.buffers()))
     except Exception:  # noqa: BLE001
         pass
     return sizes
@@ -142,29 +175,37 @@ def phases(s: Sizes, sets: int) -> dict[str, tuple[float, float]]:
     - correctness: the judge holds a trial's inputs and one copy of them (the reference's,
       or the one the runner reads over CUDA IPC) with the reference's two answers, or a
       third input set while a signed draw is replaced by the file's own; or, comparing,
-      the reference's outputs, the candidate's and a flattened copy; the float64 golden.
-      The runner its outputs.
+      the reference's outputs, the candidate's and a flattened copy. The runner its
+      outputs.
     - timing (the candidate's loop): the judge its pool and the copy of it the runner
       reads; the runner its own copy of the pool, earlier calls' inputs it holds for new
       addresses (the last at least), the new call's and its scratch, the outputs it keeps.
     - baselines (the runner stopped, holding its kept outputs): the judge its pool and the
       same loop, or its wall-clock batch.
     - host batch: the judge its pool and the copy sent; the runner the batch it prepares.
+    - float64, where one can run (:func:`golden_mb`; a run of the reference: a trial's record
+      statistics, or an arbitration of a trial's, a timed call's or the batch's last
+      output): the judge its pool, one rebuilt input set, the re-checked outputs and the
+      reference's, and the float64 copies; the runner its kept outputs or its batch.
     """
     x = s.inputs_mb or 0.0
     w = s.weights_mb or 0.0
     o = s.outputs_mb if s.outputs_mb is not None else x
-    golden = min(2 * (x + w) + 8 * o, GOLDEN_MAX_MB) if o else 0.0
     prior = max(x, min(HOLD_MB, CALLS * x))
     fresh = x + s.scratch_mb
     kept = max(o, min(RETAIN_MB, CALLS * o))
     batch = max(x, min(BATCH_MB, CALLS * x)) + s.scratch_mb
-    return {
-        "correctness": (w + max(3 * x + 2 * o, x + 3 * o) + golden, w + 2 * o),
+    p = {
+        "correctness": (w + max(3 * x + 2 * o, x + 3 * o), w + 2 * o),
         "timing": (w + 2 * sets * x, w + sets * x + prior + fresh + kept + o),
         "baselines": (w + sets * x + max(prior + fresh, batch) + o, w + kept),
         "host batch": (w + 2 * sets * x, w + batch + o),
     }
+    golden = golden_mb(s)
+    if golden:
+        p["float64"] = (w + (sets + 1) * x + (CHECKED + 1) * o + golden,
+                        w + max(kept, batch + o))
+    return p
 
 
 def footprint(s: Sizes, sets: int) -> float:

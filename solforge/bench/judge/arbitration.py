@@ -25,9 +25,19 @@ more accurate one passes them all.
 a candidate's answer meets the reference's (the correctness trials, the timed calls'
 outputs, the back-to-back batch's last output).
 
+Size: outputs of at most ``GOLDEN_MAX_ELEMENTS`` elements (2**26: 512 MiB in float64); the
+parameters and floating inputs up to ``ARBITRATION_MAX_ELEMENTS`` (2**31, 16 GiB in
+float64) for the arbitration, but only up to ``GOLDEN_MAX_ELEMENTS`` for the record's
+error statistics (:func:`golden_errors`), which every first trial asks for: a reduction of
+an 8.6 GB input to a small output (KernelBench's 47_Sum: 2.1 billion inputs, 524,160
+outputs) is arbitrated when a candidate differs from the reference, and costs nothing
+when none does. Admission counts those float64 copies (``admission.phases``, the
+``float64`` phase).
+
 Not covered: outputs with integer or index parts (argmax, top-k: no float64 answer to
-compare a choice with), problems above ``GOLDEN_MAX_ELEMENTS`` elements in outputs,
-parameters or floating inputs (the float64 copies would take gigabytes), references
+compare a choice with), outputs above ``GOLDEN_MAX_ELEMENTS`` elements and parameters or
+floating inputs above ``ARBITRATION_MAX_ELEMENTS`` (the float64 copies would take tens of
+gigabytes), references
 that do not run in float64 (a dtype fixed inside ``forward``, a kernel without a float64
 version: then the comparison with the reference stands), and references whose forward
 draws random numbers (float64 draws differ from float32 ones: the comparison stands).
@@ -48,24 +58,33 @@ from solforge.bench.measure.compare import compare_outputs
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import Status
 
-# the float64 run is skipped when the outputs, the parameters or the floating inputs have
-# more elements than this (each then takes at most 512 MiB in float64)
+# the float64 run is skipped when the outputs have more elements than this (512 MiB in
+# float64), and the record's error statistics when the parameters or the floating inputs do
 GOLDEN_MAX_ELEMENTS = 1 << 26
+# the parameters and the floating inputs of an arbitration at most (16 GiB in float64)
+ARBITRATION_MAX_ELEMENTS = 1 << 31
 # how a comparison's note starts when the float64 run decided it
 ARBITRATED = "float64 arbitration:"
 
 
+def golden_sizes(ref: Any, inputs: list[Any], ref_out: Any) -> tuple[int, int]:
+    """(elements of the outputs, the most elements of the parameters or of the floating
+    inputs): what a float64 run of the reference would copy."""
+    n = sum(r.numel() for r in as_list(ref_out) if isinstance(r, torch.Tensor))
+    params = sum(p.numel() for p in ref.parameters()) if isinstance(ref, torch.nn.Module) else 0
+    xs = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
+    return n, max(params, xs)
+
+
 def float64_outputs(ref: Any, inputs: list[Any], seed: int, ref_out: Any) -> list[Any] | None:
     """The reference's outputs for ``inputs`` computed in float64 (a deep copy of the
-    module and of the floating inputs), or None when that is not possible or too large
-    (see the module docstring). ``ref_out``, the reference's own outputs, sizes it."""
+    module and of the floating inputs), or None when that is not possible or too large:
+    outputs above ``GOLDEN_MAX_ELEMENTS`` elements, parameters or floating inputs above
+    ``ARBITRATION_MAX_ELEMENTS`` (see the module docstring). ``ref_out``, the reference's
+    own outputs, sizes it."""
     refs = as_list(ref_out)
-    n = sum(r.numel() for r in refs if isinstance(r, torch.Tensor))
-    params = sum(p.numel() for p in ref.parameters()) if isinstance(ref, torch.nn.Module) else 0
-    # the inputs too: an 8 GB input and a small output (an argmax, a sum over a dim) would
-    # take 16 GB more in float64
-    xs = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
-    if n == 0 or max(n, params, xs) > GOLDEN_MAX_ELEMENTS:
+    n, copied = golden_sizes(ref, inputs, ref_out)
+    if n == 0 or n > GOLDEN_MAX_ELEMENTS or copied > ARBITRATION_MAX_ELEMENTS:
         return None
     if any(not isinstance(r, torch.Tensor) or not r.is_floating_point() for r in refs):
         return None
@@ -95,11 +114,24 @@ class Float64Run:
     def outputs(self) -> list[Any] | None:
         return float64_outputs(self.ref, self.inputs, self.seed, self.ref_out)
 
+    def statistics_outputs(self) -> list[Any] | None:
+        """The float64 outputs for the record's statistics: those of an arbitration that
+        already ran, else a run only where the parameters and the floating inputs are at
+        most ``GOLDEN_MAX_ELEMENTS`` (a first trial that passed on its own never copies a
+        gigabyte input to float64 for its statistics)."""
+        if "outputs" in self.__dict__:
+            return self.outputs
+        if golden_sizes(self.ref, self.inputs, self.ref_out)[1] > GOLDEN_MAX_ELEMENTS:
+            return None
+        return self.outputs
+
 
 def golden_errors(run: Float64Run, out: list[Any]) -> tuple[float | None, float | None]:
     """Max abs error of the reference and of the candidate against the float64 run (None,
-    None where there is none): the statistics a workload's record reports."""
-    gold = run.outputs
+    None where there is none, or where only an arbitration's larger bound would allow one
+    and no arbitration ran: :meth:`Float64Run.statistics_outputs`): the statistics a
+    workload's record reports."""
+    gold = run.statistics_outputs()
     if gold is None:
         return None, None
     try:
@@ -181,5 +213,6 @@ def compare_or_arbitrate(out: Any, run: Float64Run, problem: Problem) -> Compari
                       cmp.mismatch_ratio, cmp.worst_factor, note=note)
 
 
-__all__ = ["ARBITRATED", "Arbitration", "Float64Run", "GOLDEN_MAX_ELEMENTS", "arbitrate", "compare_or_arbitrate",
-           "float64_outputs", "golden_errors"]
+__all__ = ["ARBITRATED", "ARBITRATION_MAX_ELEMENTS", "Arbitration", "Float64Run",
+           "GOLDEN_MAX_ELEMENTS", "arbitrate", "compare_or_arbitrate", "float64_outputs",
+           "golden_errors", "golden_sizes"]

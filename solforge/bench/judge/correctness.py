@@ -90,6 +90,7 @@ def _trial(ctx: WorkloadContext, t: int, dist: str) -> Status | None:
             del x_own, own_out
         if t == 0:
             ctx.sizes.outputs_mb = admission.tensor_mb(ref_out)  # for memory_plan._measured
+            ctx.sizes.outputs_f64_mb = admission.float64_mb(ref_out)
             again = I.run_forward(ref, I.clone_all(x), s)
             if not same_outputs(ref_out, again):
                 # GPU kernels with atomics or split reductions (attention with split-KV,

@@ -19,9 +19,10 @@ hold it shared, since they time nothing: :func:`compile_holds_shared`, :func:`_c
 Memory: beside its pool the judge holds one more input set at a time (the copy the runner
 reads, one rebuilt call's inputs), two in its baselines' timing loop (the last call's and
 the next's); before the runner's timing loop and its batch it gives its cached blocks back
-to the driver (``memory.hand_over``). ``admission.phases`` counts the same, except a
-float64 arbitration of a timed output (``admission``'s golden term is the correctness
-phase's): one that runs out of memory leaves the comparison with the reference standing.
+to the driver (``memory.hand_over``). ``admission.phases`` counts the same, and a float64
+arbitration of a timed output as its ``float64`` phase; one that runs out of memory all the
+same (a neighbour's workspace beyond its plan) leaves the comparison with the reference
+standing.
 """
 
 from __future__ import annotations

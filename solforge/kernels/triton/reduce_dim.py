@@ -25,9 +25,9 @@ reduction's 0.003 ms; benchmarks/results/2026-12-02-h200-s10); the last dim (the
 do that), several dims at once, a ``dtype`` argument, integer and boolean inputs, the
 indices of a max or min (``arg_reduce_dim.py``); PyTorch's own summation order: the
 compensated sum is closer to the exact one than PyTorch's, so the two differ by
-PyTorch's rounding error, which past a 1e-4 tolerance at a few of a large output's
-elements near zero fails a problem the float64 arbitration cannot judge (inputs past
-``GOLDEN_MAX_ELEMENTS``: KernelBench's 47, benchmarks/results/2026-12-06-h200-s26); fp16
+PyTorch's rounding error, past a 1e-4 tolerance at a few of a large output's elements
+near zero (KernelBench's 47, benchmarks/results/2026-12-06-h200-s26, before the float64
+arbitration took inputs past ``GOLDEN_MAX_ELEMENTS``: it now decides those); fp16
 and bf16 outputs round the same way but for rare ties. The sign of a zero extremum where the slice
 holds both ``0.0`` and ``-0.0`` (equal as numbers, so ``==`` and ``torch.allclose``
 agree): ``torch.amax`` / ``torch.amin`` pick one by their own reduction order (on the
