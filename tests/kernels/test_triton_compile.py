@@ -135,10 +135,13 @@ def compile_all():
     _compile(row_argmax._argmax_combine_kernel, dict(val_ptr=FP32, idx_ptr=I64, out_ptr=I64),
              dict(BLOCK_S=64))
     # sum, mean, max and min; one row a step and several
-    for op, mean, rows, ptr in ((0, True, 1, BF16), (0, False, 4, BF16), (1, False, 8, FP32),
-                                (2, False, 4, FP16)):
+    for op, mean, rows, ptr, block, warps in (
+            (0, True, 1, BF16, 1024, 4), (0, False, 4, BF16, 1024, 4),
+            (1, False, 8, FP32, 1024, 4), (2, False, 4, FP16, 1024, 4),
+            (0, False, 16, FP32, 256, 2), (1, False, 16, FP32, 512, 4)):
         _compile(reduce_dim._reduce_dim_kernel.fn, dict(x_ptr=ptr, y_ptr=ptr),
-                 dict(OP=op, MEAN=mean, BLOCK_B=1024, ROWS=rows), floats=("inv_k",))
+                 dict(OP=op, MEAN=mean, BLOCK_B=block, ROWS=rows), floats=("inv_k",),
+                 num_warps=warps)
     # rms, l2 and mean |x| over a middle dim: one register tile, and K walked twice
     for norm, ptr, block_k, one in ((0, BF16, 64, True), (1, FP32, 16, False),
                                     (2, FP16, 128, True)):
