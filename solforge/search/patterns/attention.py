@@ -43,12 +43,9 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
-from solforge.search.match import (
-    LibraryFunction,
-    Match,
-    Pattern,
+from solforge.search.match import LibraryFunction, Match, Pattern, call
+from solforge.search.nodes import (
     arg,
-    call,
     cast_source,
     dtype,
     is_last_dim,

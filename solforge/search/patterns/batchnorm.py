@@ -48,18 +48,8 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from solforge.search.match import (
-    Match,
-    Pattern,
-    arg,
-    call,
-    dtype,
-    op,
-    only_user,
-    operands,
-    shape,
-    tensor,
-)
+from solforge.search.match import Match, Pattern, call
+from solforge.search.nodes import arg, dtype, only_user, op, operands, shape, tensor
 from solforge.search.patterns.common import (
     BATCH_NORM_ACT,
     FLOATS,

@@ -8,7 +8,8 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from solforge.search.match import LibraryFunction, op
+from solforge.search.match import LibraryFunction
+from solforge.search.nodes import op
 from solforge.search.trace import TracedReference
 
 RMS_NORM = LibraryFunction("rms_norm")

@@ -53,18 +53,8 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from solforge.search.match import (
-    LibraryFunction,
-    Match,
-    Pattern,
-    arg,
-    call,
-    number,
-    op,
-    operands,
-    shape,
-    tensor,
-)
+from solforge.search.match import LibraryFunction, Match, Pattern, call
+from solforge.search.nodes import arg, number, op, operands, shape, tensor
 from solforge.search.patterns.common import graph_nodes
 from solforge.search.patterns.pointwise import _activation
 from solforge.search.trace import AttrRef, TracedReference

@@ -23,7 +23,8 @@ from typing import Any
 import torch.fx as fx
 import torch.nn.functional as F
 
-from solforge.search.match import Match, Pattern, arg, call, number, op, tensor
+from solforge.search.match import Match, Pattern, call
+from solforge.search.nodes import arg, number, op, tensor
 from solforge.search.patterns.common import graph_nodes
 from solforge.search.trace import TracedReference
 

@@ -23,18 +23,8 @@ from typing import Any
 
 import torch
 
-from solforge.search.match import (
-    Match,
-    Pattern,
-    arg,
-    call,
-    cast_source,
-    dtype,
-    number,
-    op,
-    tensor,
-    val,
-)
+from solforge.search.match import Match, Pattern, call
+from solforge.search.nodes import arg, cast_source, dtype, number, op, tensor, val
 from solforge.search.patterns.common import CROSS_ENTROPY, FLOATS, graph_nodes
 from solforge.search.trace import AttrRef, TracedReference
 

@@ -34,16 +34,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from solforge.search.match import (
-    LibraryFunction,
-    Match,
-    Pattern,
-    arg,
-    call,
-    cast_source,
-    op,
-    tensor,
-)
+from solforge.search.match import LibraryFunction, Match, Pattern, call
+from solforge.search.nodes import arg, cast_source, op, tensor
 from solforge.search.patterns.common import graph_nodes
 from solforge.search.trace import TracedReference
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch.fx as fx
 
-from solforge.search.match import LibraryFunction, Match, Pattern, arg, call, op
+from solforge.search.match import LibraryFunction, Match, Pattern, call
+from solforge.search.nodes import arg, op
 from solforge.search.patterns.common import first_only, graph_nodes
 from solforge.search.trace import TracedReference
 

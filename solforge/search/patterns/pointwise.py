@@ -7,11 +7,9 @@ from typing import Any
 import torch.fx as fx
 import torch.nn.functional as F
 
-from solforge.search.match import (
-    Match,
-    Pattern,
+from solforge.search.match import Match, Pattern, call
+from solforge.search.nodes import (
     arg,
-    call,
     cast_source,
     dtype,
     is_last_dim,

@@ -53,15 +53,12 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from solforge.search.match import (
-    Match,
-    Pattern,
+from solforge.search.match import Match, Pattern, call, item
+from solforge.search.nodes import (
     arg,
-    call,
     cast_source,
     dtype,
     is_last_dim,
-    item,
     number,
     one_dim,
     only_user,

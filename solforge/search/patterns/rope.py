@@ -7,14 +7,11 @@ from typing import Any
 
 import torch.fx as fx
 
-from solforge.search.match import (
-    Match,
-    Pattern,
+from solforge.search.match import Match, Pattern, call, item
+from solforge.search.nodes import (
     arg,
-    call,
     dtype,
     is_last_dim,
-    item,
     number,
     op,
     operands,

@@ -54,11 +54,9 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from solforge.search.match import (
-    Match,
-    Pattern,
+from solforge.search.match import Match, Pattern, call
+from solforge.search.nodes import (
     arg,
-    call,
     dtype,
     is_last_dim,
     number,
