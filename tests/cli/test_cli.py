@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.agents.conftest import GOOD
 from tests.agents.loopback import Reply, ScriptedServer
 from tests.conftest import PROBLEMS, SOLUTIONS
@@ -76,8 +74,9 @@ def test_bench_directory_of_problems_records_broken_ones(tmp_path):
     assert r.returncode == 1
 
 
-@pytest.mark.parametrize("api", ["openai", "anthropic"])
-def test_optimize_llm_then_runs_show_and_export(tmp_path, api):
+def _optimize_llm(tmp_path: Path, api: str) -> Path:
+    """`solforge optimize --agent llm` over ``api`` against a scripted server: read, write,
+    evaluate, submit. Returns the run directory."""
     def write(req):
         return Reply("Write it.", [("write_file", {"path": "solution.py", "content": GOOD})])
 
@@ -93,11 +92,19 @@ def test_optimize_llm_then_runs_show_and_export(tmp_path, api):
                "--timeout", "120")
     assert r.returncode == 0, r.stdout + r.stderr
     assert not s.errors and s.remaining == 0
-    shown = json.loads(sf("runs", "show", str(run_dir), "--json").stdout)
+    return run_dir
+
+
+def _one_problem_solved(shown: dict) -> None:
     assert shown["status"] == "finished" and shown["evaluations"] >= 2
     (p,) = shown["problems"]
     assert p["name"] == "tiny_linear" and p["attempts"] == 1
     assert p["best"]["status"] == "PASSED" and p["best"]["held_out_included"]
+
+
+def test_optimize_llm_then_runs_show_and_export(tmp_path):
+    run_dir = _optimize_llm(tmp_path, "openai")
+    _one_problem_solved(json.loads(sf("runs", "show", str(run_dir), "--json").stdout))
     out = tmp_path / "export"
     r = sf("export", str(run_dir), "--out", str(out))
     assert r.returncode == 0, r.stdout
@@ -105,6 +112,14 @@ def test_optimize_llm_then_runs_show_and_export(tmp_path, api):
     assert json.loads((out / "records" / "tiny_linear.json").read_text())["status"] == "PASSED"
     assert json.loads((out / "summary.json").read_text())["passed"] == 1
     assert Path(out / "problems" / "tiny_linear.py").is_file()
+
+
+def test_optimize_llm_over_the_anthropic_api(tmp_path):
+    from solforge.orchestrate.run import Run
+
+    run_dir = _optimize_llm(tmp_path, "anthropic")
+    # what `runs show --json` prints (the commands themselves: the openai run's test)
+    _one_problem_solved(Run.open(run_dir).show())
 
 
 def test_optimize_reopen_needs_resume_and_known_problems(tmp_path):

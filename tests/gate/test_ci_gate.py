@@ -48,21 +48,24 @@ def _ci(*args: str | Path) -> subprocess.CompletedProcess:
                           env={**__import__("os").environ, "COLUMNS": "250"})
 
 
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """kb_relu's export, its baseline as `--update-baseline` wrote it, and that file's
+    content. Measured in the setup of the first test that asks: the ``alone`` one below,
+    so no other worker's load is in the rounds."""
+    tmp = tmp_path_factory.mktemp("ci")
+    export = _export(tmp / "export", {"kb_relu": GOOD})
+    base = tmp / "ci" / "baseline.json"
+    r = _ci(export, "--baseline", base, "--update-baseline", "--junit", tmp / "0.xml",
+            "--summary", tmp / "0.md")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return export, base, json.loads(base.read_text())
+
+
 # unchanged must stay within the rounds' measured spread: no other worker's load meanwhile
 @pytest.mark.alone
-def test_ci_passes_unchanged_and_fails_slower_or_wrong(tmp_path):
-    export = _export(tmp_path / "export", {"kb_relu": GOOD})
-    base = tmp_path / "ci" / "baseline.json"
-
-    r = _ci(export, "--baseline", base)
-    said = " ".join(r.stdout.split())
-    assert r.returncode == 2 and "no baseline file" in said and "--update-baseline" in said, \
-        r.stdout + r.stderr
-
-    r = _ci(export, "--baseline", base, "--update-baseline", "--junit", tmp_path / "0.xml",
-            "--summary", tmp_path / "0.md")
-    assert r.returncode == 0, r.stdout + r.stderr
-    saved = json.loads(base.read_text())
+def test_ci_passes_unchanged_against_its_baseline(tmp_path, measured):
+    export, base, saved = measured
     assert saved["schema"] == "solforge.ci-baseline/1" and saved["rounds"] == 5
     entry = saved["problems"]["kb_relu"]
     assert len(entry["rounds"]) == 5 and entry["ratio"] > 0 and entry["spread"] is not None
@@ -73,6 +76,15 @@ def test_ci_passes_unchanged_and_fails_slower_or_wrong(tmp_path):
     suite = ET.parse(tmp_path / "1.xml").getroot()
     assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
     assert "solforge ci: passed (1/1" in (tmp_path / "1.md").read_text()
+
+
+# a kernel 64 times slower and a wrong one fail whatever the other worker's load: not alone
+def test_ci_fails_slower_or_wrong_and_needs_a_baseline(tmp_path, measured):
+    export, base, saved = measured
+    r = _ci(export, "--baseline", tmp_path / "none.json")
+    said = " ".join(r.stdout.split())
+    assert r.returncode == 2 and "no baseline file" in said and "--update-baseline" in said, \
+        r.stdout + r.stderr
 
     changed = _export(tmp_path / "changed", {"kb_relu": SLOW, "kb_relu_wrong": WRONG})
     r = _ci(changed, "--baseline", base, "--junit", tmp_path / "2.xml", "--summary",
