@@ -206,6 +206,52 @@ def test_write_then_restore_is_caught(tmp_path):
     assert [c for c in g.changed() if "mod.py" in c]
 
 
+def test_changes_after_clean_checks_are_caught_though_unchanged_parts_are_not_reread(
+        tmp_path):
+    """The guard re-lists a directory only when its own stat moved and re-hashes a file
+    only when its stat moved: after checks that found nothing, a rewrite of the same size
+    with its mtime set back, a file in a new subdirectory, a library file rewritten and a
+    rename are all still seen, and no hash is taken of what did not move."""
+    pkg, hooks = _package(tmp_path)
+    lib = tmp_path / "lib"
+    (lib / "sub").mkdir(parents=True)
+    (lib / "sub" / "k.py").write_text("K = 1\n")
+    g = FileGuard(roots=[pkg], libraries=[lib], hooks=[hooks])
+    assert g.changed() == [] and g.changed() == []
+    reads: list[str] = []
+    real_open = open
+
+    def counting_open(path, *a, **kw):
+        reads.append(str(path))
+        return real_open(path, *a, **kw)
+
+    import builtins
+
+    builtins.open = counting_open
+    try:
+        assert g.changed() == []
+    finally:
+        builtins.open = real_open
+    assert not [r for r in reads if r.startswith(str(pkg))], reads  # nothing re-hashed
+    mod = pkg / "mod.py"
+    st = mod.stat()
+    text = mod.read_text()
+    evil = text.replace("1", "2") if "1" in text else text[:-1] + "#"
+    assert len(evil) == len(text) and evil != text
+    time.sleep(0.01)
+    mod.write_text(evil)
+    os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns))  # size and mtime as before
+    (pkg / "deep").mkdir()
+    (pkg / "deep" / "new.py").write_text("x = 1\n")
+    (lib / "sub" / "k.py").write_text("K = 2\n")
+    os.rename(lib / "sub" / "k.py", lib / "sub" / "k2.py")
+    changed = g.changed()
+    assert any(c.endswith("mod.py (modified)") for c in changed), changed
+    assert any(c.endswith("new.py (added)") for c in changed), changed
+    assert any(c.endswith("k.py (removed)") for c in changed), changed
+    assert any(c.endswith("k2.py (added)") for c in changed), changed
+
+
 def test_new_startup_hook_and_shadowing_extension_are_caught(tmp_path):
     pkg, hooks = _package(tmp_path)
     g = FileGuard(roots=[pkg], libraries=[], hooks=[hooks])

@@ -260,3 +260,34 @@ def test_a_judge_that_keeps_memory_is_replaced_and_a_clean_one_stays_flat(
     assert after.judge_memory.pid not in pids  # a new judge took the next evaluation
     assert "still held" in after.judge_memory.replaced_before
     assert after.judge_memory.idle_before_mb < 1.0
+
+
+def test_start_up_objects_are_frozen_and_later_garbage_and_tensors_are_still_seen():
+    """``freeze_startup_objects`` (the judge before its first evaluation, a runner zygote
+    before its forks): the collector stops walking the start-up objects, so each
+    release's full collection is short, while what an evaluation makes later is still
+    counted by ``live_tensor_mb`` and still collected by ``release``. In a process of its
+    own: a frozen pytest worker would hide its objects from the other tests."""
+    script = textwrap.dedent("""
+        import gc, json
+        import torch
+        from solforge.bench.judge import memory
+
+        before = len(gc.get_objects())
+        memory.freeze_startup_objects()
+        after = len(gc.get_objects())
+        cycle = {"t": torch.ones(4 << 20)}  # 16 MiB, kept alive by a cycle only
+        cycle["self"] = cycle
+        held = memory.live_tensor_mb("cpu")
+        del cycle
+        memory.release("cpu")
+        print(json.dumps({"before": before, "after": after, "frozen": gc.get_freeze_count(),
+                          "held": held, "released": memory.live_tensor_mb("cpu")}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"] > 50_000 and got["frozen"] >= got["before"] // 2, got
+    assert got["after"] < got["before"] // 10, got  # what a collection still walks
+    assert got["held"] >= 16 and got["released"] < 1, got

@@ -50,6 +50,7 @@ GUARDED_SUBPACKAGES = ("bench", "sol", "problems", "kernels", "records")
 GUARDED_FILES = ("__init__.py", "env.py")
 _IMPORTABLE = (".py", ".so", ".pyd", ".pth", ".pyc")
 _HOOK_FILES = ("sitecustomize.py", "usercustomize.py")
+_PYCACHE = f"{os.sep}__pycache__{os.sep}"
 
 Signature = tuple
 
@@ -81,25 +82,85 @@ def hook_dirs() -> list[Path]:
     return [Path(d) for d in dirs if Path(d).is_dir()]
 
 
-def _files(root: Path, suffixes: tuple[str, ...] | None) -> list[Path]:
-    if root.is_file():
-        return [root]
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in ("include", "share", "test")]
-        for f in filenames:
-            if suffixes is None or f.endswith(suffixes):
-                out.append(Path(dirpath) / f)
-    return out
+_SKIPPED_DIRS = ("include", "share", "test")
 
 
-def _stat(p: Path) -> tuple[int, int, int, int]:
-    st = p.stat()
+class _Tree:
+    """Lists the files under the guarded roots and hashes their contents, re-reading only
+    what moved since the last scan: a directory is listed again when its own (mtime,
+    ctime, inode) changed, which adding, removing or renaming an entry always does, and a
+    file is hashed again when its (size, mtime, ctime, inode) changed, which any write
+    does (``ctime`` cannot be set back: the module docstring). Every scan still stats
+    every directory and every file, so what is detected is what a full re-read would
+    detect; the re-reading is what is saved (a judge checks after each phase of every
+    evaluation: about 60 ms a check over torch's and triton's 5,000 files, before)."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, tuple[tuple[int, int, int], list[str], list[str]]] = {}
+        self._hashes: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+
+    def files(self, root: Path | str, suffixes: tuple[str, ...] | None) -> list[str]:
+        """Every file under ``root`` (itself, if a file) whose name ends in one of
+        ``suffixes`` (any, if None). As ``os.walk``: symbolic links to directories are not
+        followed; ``include``, ``share`` and ``test`` directories are skipped."""
+        top = str(root)
+        if os.path.isfile(top):
+            return [top]
+        out: list[str] = []
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            sig = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            seen = self._dirs.get(d)
+            if seen is None or seen[0] != sig:
+                names: list[str] = []
+                subdirs: list[str] = []
+                try:
+                    with os.scandir(d) as it:
+                        for e in it:
+                            try:
+                                is_dir = e.is_dir()
+                            except OSError:
+                                is_dir = False
+                            if not is_dir:
+                                names.append(e.path)
+                            elif e.name not in _SKIPPED_DIRS and not e.is_symlink():
+                                subdirs.append(e.path)
+                except OSError:
+                    self._dirs.pop(d, None)
+                    continue
+                seen = self._dirs[d] = (sig, names, subdirs)
+            stack.extend(seen[2])
+            out.extend(f for f in seen[1] if suffixes is None or f.endswith(suffixes))
+        return out
+
+    def content(self, path: str) -> Signature:
+        """(sha256 of the bytes, ctime): hashed again only if the file's stat moved."""
+        st = os.stat(path)
+        key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        known = self._hashes.get(path)
+        if known is None or known[0] != key:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            after = os.stat(path)  # written while read: hash again at the next scan
+            if (after.st_size, after.st_mtime_ns, after.st_ctime_ns, after.st_ino) != key:
+                self._hashes.pop(path, None)
+                return (digest, after.st_ctime_ns)
+            known = self._hashes[path] = (key, digest)
+        return (known[1], st.st_ctime_ns)
+
+
+def _stat(p: Path | str) -> tuple[int, int, int, int]:
+    st = os.stat(p)
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def _content(p: Path) -> Signature:
-    return (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_ctime_ns)
+def _content(p: Path | str) -> Signature:
+    return (hashlib.sha256(Path(p).read_bytes()).hexdigest(), os.stat(p).st_ctime_ns)
 
 
 def pyc_matches_source(pyc: Path) -> bool:
@@ -135,39 +196,41 @@ class FileGuard:
         self.libraries = library_roots() if libraries is None else list(libraries)
         self.hooks = hook_dirs() if hooks is None else list(hooks)
         self.extra: list[Path] = []
+        self._tree = _Tree()
         self.manifest = self._scan()
 
     # -- scanning --------------------------------------------------------------------------
     def _scan(self) -> dict[str, Signature]:
         m: dict[str, Signature] = {}
+        tree = self._tree
         for root in [*self.roots, *self.extra]:
-            for p in _files(root, None):
-                if p.suffix == ".pyc" or "__pycache__" in p.parts:
+            for p in tree.files(root, None):
+                if p.endswith(".pyc") or _PYCACHE in p:
                     self._pyc(m, p)
                 else:
-                    self._put(m, p, _content)
+                    self._put(m, p, tree.content)
         for root in self.libraries:
-            for p in _files(root, _IMPORTABLE):
-                if p.suffix == ".pyc":
+            for p in tree.files(root, _IMPORTABLE):
+                if p.endswith(".pyc"):
                     self._pyc(m, p)
                 else:
                     self._put(m, p, _stat)
         for d in self.hooks:
             for p in [*d.glob("*.pth"), *(d / f for f in _HOOK_FILES)]:
                 if p.is_file():
-                    self._put(m, p, _content)
+                    self._put(m, str(p), _content)
         return m
 
     @staticmethod
-    def _put(m: dict[str, Signature], p: Path, how) -> None:
+    def _put(m: dict[str, Signature], p: str, how) -> None:
         try:
-            m[str(p)] = how(p)
+            m[p] = how(p)
         except OSError:
             pass
 
-    def _pyc(self, m: dict[str, Signature], p: Path) -> None:
+    def _pyc(self, m: dict[str, Signature], p: str) -> None:
         try:
-            m[str(p)] = ("pyc", *_stat(p))
+            m[p] = ("pyc", *_stat(p))
         except OSError:
             pass
 
@@ -176,7 +239,7 @@ class FileGuard:
         path = Path(path).resolve()
         if str(path) not in self.manifest and path.is_file():
             self.extra.append(path)
-            self._put(self.manifest, path, _content)
+            self._put(self.manifest, str(path), self._tree.content)
 
     # -- checking --------------------------------------------------------------------------
     def changed(self) -> list[str]:

@@ -23,6 +23,7 @@ its own clock.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -189,6 +190,10 @@ def run(fd: int, device: str) -> None:
     enter_sandbox(device)
     channel = Channel.from_fd(fd)
     preload()
+    # the imports out of the collector's reach (a forked runner's were frozen by its
+    # zygote): the exit's collection walks only the candidate's objects
+    gc.collect()
+    gc.freeze()
     if device.startswith("cuda"):
         _start_cuda(device)
     serve(channel, device)
