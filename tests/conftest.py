@@ -78,35 +78,6 @@ def pytest_runtest_protocol(item, nextitem):
             os.close(fd)  # releases both
 
 
-def pytest_configure(config):
-    """Under pytest-xdist, hand the test files to the workers in the order
-    :func:`pytest_collection_modifyitems` gives them (longest first) rather than
-    pytest-xdist's own (most tests first): ``tests/durations.py`` says why."""
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(config, items):
-    """Longest test files first, by ``tests/durations.json``; each file's tests keep
-    their order, and files of equal weight their collection order (every worker must
-    collect the same order, so nothing here depends on the worker)."""
-    from tests.durations import UNKNOWN_S, load
-
-    seconds = load()
-    if not seconds:
-        return
-    root = Path(__file__).resolve().parents[1]
-
-    def weight(item) -> float:
-        try:
-            rel = Path(str(item.path)).resolve().relative_to(root).as_posix()
-        except ValueError:
-            return UNKNOWN_S
-        return seconds.get(rel, UNKNOWN_S)
-
-    items[:] = sorted(items, key=lambda item: -weight(item))
-
-
 def gpu_available() -> bool:
     try:
         import torch
