@@ -159,10 +159,6 @@ def _stat(p: Path | str) -> tuple[int, int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def _content(p: Path | str) -> Signature:
-    return (hashlib.sha256(Path(p).read_bytes()).hexdigest(), os.stat(p).st_ctime_ns)
-
-
 def pyc_matches_source(pyc: Path) -> bool:
     """Whether a cached bytecode file holds exactly what its source compiles to (an orphan
     ``.pyc``, whose source is gone, is never imported from ``__pycache__``: fine)."""
@@ -218,7 +214,7 @@ class FileGuard:
         for d in self.hooks:
             for p in [*d.glob("*.pth"), *(d / f for f in _HOOK_FILES)]:
                 if p.is_file():
-                    self._put(m, str(p), _content)
+                    self._put(m, str(p), tree.content)
         return m
 
     @staticmethod
