@@ -263,7 +263,7 @@ def test_a_judge_that_keeps_memory_is_replaced_and_a_clean_one_stays_flat(
 
 
 def test_start_up_objects_are_frozen_and_later_garbage_and_tensors_are_still_seen():
-    """``freeze_startup_objects`` (the judge before its first evaluation, a runner zygote
+    """``runner.process.freeze_imports`` (the judge before its first evaluation, a runner zygote
     before its forks): the collector stops walking the start-up objects, so each
     release's full collection is short, while what an evaluation makes later is still
     counted by ``live_tensor_mb`` and still collected by ``release``. In a process of its
@@ -272,9 +272,10 @@ def test_start_up_objects_are_frozen_and_later_garbage_and_tensors_are_still_see
         import gc, json
         import torch
         from solforge.bench.judge import memory
+        from solforge.bench.runner.process import freeze_imports
 
         before = len(gc.get_objects())
-        memory.freeze_startup_objects()
+        freeze_imports()
         after = len(gc.get_objects())
         cycle = {"t": torch.ones(4 << 20)}  # 16 MiB, kept alive by a cycle only
         cycle["self"] = cycle

@@ -77,26 +77,6 @@ def hand_over(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def freeze_startup_objects() -> None:
-    """Move what a process holds after its start-up (torch's and solforge's modules:
-    about 320,000 objects) out of the cyclic garbage collector's reach (``gc.freeze``):
-    every later full collection, :func:`release`'s after each evaluation and a runner's
-    before it exits, then walks only what was made since (0.12-0.15 s each on the CI
-    machine, before; microseconds after). Called by the judge before its first
-    evaluation, by the runner zygote before its first fork (Python's documented use: the
-    forked runners' collections no longer touch the parent's pages) and by a runner
-    before it loads its candidate. Garbage is collected first, so only live objects are
-    frozen.
-
-    Not covered: a cycle among start-up objects that becomes garbage later is never
-    collected (its memory stays until the process exits; reference counting still frees
-    everything not in a cycle), and :func:`live_tensor_mb` no longer sees a tensor made at
-    start-up (``gc.get_objects`` skips frozen objects): both the idle floor and every
-    later level leave it out alike, and no evaluation's tensor exists yet."""
-    gc.collect()
-    gc.freeze()
-
-
 def release(device: str) -> None:
     """Let go of everything the judge holds between evaluations: compiled graphs, Python
     cycles, blocks sent over CUDA IPC whose receivers are done, free cached blocks and

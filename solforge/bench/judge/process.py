@@ -44,8 +44,8 @@ from multiprocessing.connection import Connection
 
 from solforge.bench.judge import install
 from solforge.bench.judge.pipeline import evaluate, profile
-from solforge.bench.judge.memory import freeze_startup_objects
 from solforge.bench.judge.state import DEFAULT_MEMORY_MB, Judge
+from solforge.bench.runner.process import freeze_imports
 from solforge.bench.runner.sandbox import become_subreaper, containment_note
 
 
@@ -57,7 +57,7 @@ def serve(conn: Connection, device: str, expected_digest: str | None = None) -> 
                          "judge's: no verdict can be trusted. Reinstall solforge and start "
                          "a new evaluator.")
     judge.refused = judge.refused or install.install_refusal() or None
-    freeze_startup_objects()  # before the first evaluation: each release's collection is short
+    freeze_imports()  # before the first evaluation: each release's collection is short
     conn.send({"event": "ready", "pid": os.getpid(), "refused": judge.refused,
                "containment": containment_note(device)})
     if not judge.refused:  # the first candidate's runner starts now, not when it is needed

@@ -50,7 +50,6 @@ hands to its own children, is its own).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import pickle
@@ -423,9 +422,8 @@ def serve(sock: socket.socket, own: str) -> None:
         why = unfit(own)
     except BaseException as e:  # noqa: BLE001 - reported: the judge execs its runners
         why = f"{type(e).__name__}: {e}"[:2000]
-    if not why:  # Python's documented pattern for fork without exec: collect, freeze, fork
-        gc.collect()
-        gc.freeze()
+    if not why:  # Python's documented pattern for fork without exec: freeze, then fork
+        process.freeze_imports()
     sock.send(json.dumps({"ready": not why, "why": why}).encode())
     os.chdir("/")
     shutil.rmtree(own, ignore_errors=True)
