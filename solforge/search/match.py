@@ -114,6 +114,7 @@ _PATTERNS: dict[str, str | Pattern] = {
     "sum_dim": "solforge.search.patterns.reductions:SUM_DIM_PATTERN",
     "max_dim": "solforge.search.patterns.reductions:MAX_DIM_PATTERN",
     "cross_entropy": "solforge.search.patterns.losses:CROSS_ENTROPY_PATTERN",
+    "depthwise_conv": "solforge.search.patterns.conv:DEPTHWISE_CONV_PATTERN",
     "f32x3_gemm": "solforge.search.patterns.gemm_f32x3:F32X3_GEMM_PATTERN",
     "bias_act": "solforge.search.patterns.pointwise:BIAS_ACT_PATTERN",
 }

@@ -41,6 +41,7 @@ def compile_all():
     from solforge.kernels.triton import (
         activation,
         arg_reduce_dim,
+        depthwise,
         dim_norm,
         fp8,
         gemm_f32x3,
@@ -148,6 +149,13 @@ def compile_all():
         _compile(dim_norm._dim_norm_kernel.fn, dict(x_ptr=ptr, y_ptr=ptr),
                  dict(NORM=norm, BLOCK_K=block_k, ONE_TILE=one, BLOCK_B=8192 // block_k),
                  floats=("inv_k", "eps"), num_warps=8)
+    # depthwise convolutions: fp32 3x3 with a bias, a bf16 row of 4 taps; ATen's
+    # ``value += w * x`` is a fused multiply-add, so the sums must be too
+    for ptr, kh, kw, bias, bh, bw in ((FP32, 3, 3, True, 16, 64), (BF16, 1, 4, False, 1, 1024)):
+        dw = _compile(depthwise._depthwise_body,
+                      dict(x_ptr=ptr, w_ptr=ptr, b_ptr=ptr, y_ptr=ptr),
+                      dict(KH=kh, KW=kw, HAS_BIAS=bias, BLOCK_H=bh, BLOCK_W=bw))
+        assert "fma.rn.f32" in dw.asm["ptx"]
     for renorm in (True, False):
         _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),
                  dict(K=2, RENORM=renorm, BLOCK_R=64, BLOCK_E=8))

@@ -12,6 +12,7 @@ On a machine without a GPU the kernels run under Triton's interpreter: set
 from solforge.kernels.triton.activation import bias_act
 from solforge.kernels.triton.arg_reduce_dim import argmax_dim, argmin_dim
 from solforge.kernels.triton.batchnorm import batch_norm_act
+from solforge.kernels.triton.depthwise import depthwise_conv, depthwise_conv_raw
 from solforge.kernels.triton.dim_norm import div_by_dim_norm
 from solforge.kernels.triton.row_cross_entropy import cross_entropy
 from solforge.kernels.triton.fp8 import (
@@ -42,6 +43,8 @@ __all__ = [
     "batch_norm_act",
     "bias_act",
     "cross_entropy",
+    "depthwise_conv",
+    "depthwise_conv_raw",
     "div_by_dim_norm",
     "div_by_row_norm",
     "fp8_dequant",

@@ -93,12 +93,19 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
 - ``bias_act``: GELU (erf or tanh) or SiLU of ``x + bias`` (a [N] parameter), of a biased
   ``nn.Linear`` (the GEMM runs without its bias, which the epilogue adds: one extra rounding
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
+- ``depthwise_conv`` (GPU only): an ``nn.Conv1d`` / ``nn.Conv2d`` call with ``groups ==
+  in_channels`` (a channel multiplier allowed), zero padding, a contiguous fp32, bf16 or
+  fp16 input and an output of at least 65,536 elements → the library's depthwise_conv:
+  ATen's CUDA sums in ATen's order (the bias or 0, then each in-bounds tap by a fused
+  multiply-add), so fp32 and bf16 outputs are PyTorch's bit for bit and may feed a TF32
+  convolution; a tile of outputs a program, the kernel's size unrolled.
 - ``f32x3_gemm`` (a GPU-only ``variant``: a candidate of its own beside the others'
   rewrite): a large fp32 ``nn.Linear`` / ``F.linear`` / ``matmul`` / ``mm`` / ``bmm`` with
   the bias add and ReLU/GELU/SiLU after it → the library's 3xTF32 GEMM (fp32 accuracy on
   the tensor cores, epilogue fused).
 
-Not covered: ``F.batch_norm`` calls and subclasses of the batch-norm modules
+Not covered: ``F.conv1d`` / ``F.conv2d`` calls, grouped convolutions that are not
+depthwise, and depthwise ``nn.Conv3d``; ``F.batch_norm`` calls and subclasses of the batch-norm modules
 (``SyncBatchNorm``); other activations after a batch norm; RMSNorm without a weight or
 written with ``1 / sqrt``; LayerNorm, GroupNorm and InstanceNorm with parameters in another
 dtype than the input's; InstanceNorm with running statistics; norms over a middle dim
