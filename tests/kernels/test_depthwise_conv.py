@@ -47,6 +47,12 @@ CASES = [  # input, weight, stride, padding, dilation, bias
     ((1, 3, 6, 30), (3, 1, 3, 7), (1, 1), (0, 3), (1, 1), False),   # KernelBench 85's kind
     ((3, 5, 17), (5, 1, 4), (1,), (3,), (1,), True),                 # Mamba's causal conv
     ((2, 3, 20), (6, 1, 7), (2,), (3,), (2,), False),
+    ((1, 2, 20, 20), (4, 1, 3, 3), (2, 1), (1, 2), (1, 2), True),  # tiles: 10x20 outputs
+    ((2, 4, 150), (4, 1, 4), (1,), (3,), (1,), False),
+    # planes of at most SMALL_PLANE outputs: whole planes a program, flattened
+    ((3, 5, 7, 7), (5, 1, 3, 3), (1, 1), (1, 1), (1, 1), True),
+    ((2, 6, 8, 9), (12, 1, 3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((2, 3, 9), (3, 1, 4), (1,), (3,), (1,), True),
 ]
 
 

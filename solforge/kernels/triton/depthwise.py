@@ -95,6 +95,46 @@ def _depthwise_body(x_ptr, w_ptr, b_ptr, y_ptr, C_OUT, MULT, H, W, H_OUT, W_OUT,
     tl.store(y, cast_rne(acc, y_ptr.dtype.element_ty), mask=out)
 
 
+@triton.jit
+def _depthwise_planes(x_ptr, w_ptr, b_ptr, y_ptr, PLANES, C_OUT, MULT, H, W, H_OUT, W_OUT,
+                      SH, SW, PH, PW, DH, DW,
+                      KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      BLOCK_P: tl.constexpr, BLOCK_S: tl.constexpr):
+    """Small planes (``SMALL_PLANE`` outputs or fewer: MobileNet's 7x7 maps): a program
+    takes ``BLOCK_P`` whole planes, their outputs flattened, the same sums as
+    ``_depthwise_body`` (a tile of a 7x7 plane would leave most of its lanes idle)."""
+    planes = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
+    live = planes < PLANES
+    c = planes % C_OUT
+    in_plane = (planes // C_OUT) * (C_OUT // MULT) + c // MULT
+    s = tl.arange(0, BLOCK_S)
+    oh = s // W_OUT
+    ow = s % W_OUT
+    spots = s < H_OUT * W_OUT
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + c, mask=live, other=0.0).to(tl.float32)
+        acc = tl.zeros((BLOCK_P, BLOCK_S), dtype=tl.float32) + bias[:, None]
+    else:
+        acc = tl.zeros((BLOCK_P, BLOCK_S), dtype=tl.float32)
+    x_base = x_ptr + in_plane[:, None] * H * W
+    for kh in tl.static_range(KH):
+        ih = oh * SH + (kh * DH - PH)
+        for kw in tl.static_range(KW):
+            iw = ow * SW + (kw * DW - PW)
+            at = spots & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            inside = live[:, None] & at[None, :]
+            x = tl.load(x_base + (ih * W + iw)[None, :], mask=inside, other=0.0)
+            w = tl.load(w_ptr + c * (KH * KW) + (kh * KW + kw), mask=live, other=0.0)
+            acc = tl.where(inside, tl.fma(w.to(tl.float32)[:, None], x.to(tl.float32), acc), acc)
+    y = y_ptr + planes[:, None] * H_OUT * W_OUT + s[None, :]
+    tl.store(y, cast_rne(acc, y_ptr.dtype.element_ty), mask=live[:, None] & spots[None, :])
+
+
+# planes of at most this many outputs go to ``_depthwise_planes`` (under the interpreter a
+# small bound, so CPU tests take both paths); a program there holds PLANE_TILE outputs
+SMALL_PLANE = 64 if INTERPRET else 1024
+PLANE_TILE = 64 if INTERPRET else 4096
+
 _KEY = ["H_OUT", "W_OUT", "KH", "KW", "SH", "SW", "DH", "DW", "HAS_BIAS"]
 _depthwise_2d = triton.autotune(configs=_configs(False), key=_KEY)(_depthwise_body)
 _depthwise_1d = triton.autotune(configs=_configs(True), key=_KEY)(_depthwise_body)
@@ -174,6 +214,14 @@ def depthwise_conv_raw(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         return y
     wc = weight.contiguous()
     b = bias.contiguous() if bias is not None else wc
+    if h_out * w_out <= SMALL_PLANE:
+        block_s = triton.next_power_of_2(h_out * w_out)
+        block_p = max(1, PLANE_TILE // block_s)
+        _depthwise_planes[(triton.cdiv(n * c_out, block_p),)](
+            x, wc, b, y, n * c_out, c_out, c_out // c_in, h, w, h_out, w_out,
+            s[0], s[1], p[0], p[1], d[0], d[1], KH=kh, KW=kw, HAS_BIAS=bias is not None,
+            BLOCK_P=block_p, BLOCK_S=block_s, num_warps=4 if INTERPRET else 8)
+        return y
     kernel = _depthwise_1d if one_d else _depthwise_2d
 
     def grid(meta):
