@@ -17,7 +17,6 @@ from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
 from solforge.search.candidates import generate_candidates, search_context
-from solforge.search.patterns import conv as conv_pattern
 from tests.conftest import interpreted_options
 
 # KernelBench's 86_conv_depthwise_separable_2D, written here at its sizes
@@ -118,7 +117,6 @@ def test_a_causal_conv1d_keeps_its_slice_and_activation(tmp_path):
     ("nn.Conv2d(64, 64, 3, groups=32)", "torch.rand(8, 64, 128, 128)", "grouped, not depthwise"),
     ("nn.Conv2d(64, 64, 3, groups=64, padding=1, padding_mode='reflect')",
      "torch.rand(8, 64, 128, 128)", "reflect padding"),
-    ("nn.Conv2d(64, 64, 3, groups=64)", "torch.rand(1, 64, 16, 16)", "too small"),
     ("nn.Conv3d(64, 64, 3, groups=64)", "torch.rand(2, 64, 32, 32, 32)", "3-D"),
     ("nn.Conv1d(64, 64, 4, groups=64, padding='same')", "torch.rand(8, 64, 4096)",
      "asymmetric same padding"),
@@ -176,10 +174,9 @@ def test_the_candidate_computes_the_reference(tmp_path):
         torch.testing.assert_close(new(x), ref(x), rtol=1e-5, atol=1e-6)
 
 
-def test_the_candidate_passes_the_evaluator(tmp_path, monkeypatch):
-    """A problem small enough for the interpreter, matched with the size floor lowered:
-    the real evaluator (fresh inputs, held-out checks, anti-cheat) passes it."""
-    monkeypatch.setattr(conv_pattern, "MIN_OUTPUT", 1)
+def test_the_candidate_passes_the_evaluator(tmp_path):
+    """A problem small enough for the interpreter: the real evaluator (fresh inputs,
+    held-out checks, anti-cheat) passes it."""
     path = _write(tmp_path, "causal_small", CAUSAL.format(b=2, d=16, t=40))
     _, cands = _candidates(path)
     sol = tmp_path / "solution.py"

@@ -95,7 +95,7 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   of the GEMM output in 16-bit dtypes, exact in fp32), or alone.
 - ``depthwise_conv`` (GPU only): an ``nn.Conv1d`` / ``nn.Conv2d`` call with ``groups ==
   in_channels`` (a channel multiplier allowed), zero padding, a contiguous fp32, bf16 or
-  fp16 input and an output of at least 65,536 elements → the library's depthwise_conv:
+  fp16 input → the library's depthwise_conv:
   ATen's CUDA sums in ATen's order (the bias or 0, then each in-bounds tap by a fused
   multiply-add), so fp32 and bf16 outputs are PyTorch's bit for bit and may feed a TF32
   convolution; a tile of outputs a program, the kernel's size unrolled.
