@@ -302,3 +302,26 @@ def test_a_compile_baseline_outside_the_tolerance_is_timed_but_not_the_best(tmp_
     (w,) = agrees.workloads
     assert w.compile_within_tolerance is True
     assert speedup_vs_best(agrees) == pytest.approx(min(w.eager_ms, w.compile_ms) / w.time_ms)
+
+
+def test_a_compile_baseline_is_judged_on_the_candidates_trials_not_one_input_set(tmp_path,
+                                                                               monkeypatch):
+    """KernelBench's 29_SwinMLP on an H100 (session 29): torch.compile's program agreed
+    with the reference on the one input set it was checked on and became the best
+    baseline, then failed a candidate's third trial; the run kept 0.74x of a figure no
+    correct solution could reach. Here compile differs on negative inputs only: the file's
+    own draw agrees, the second trial's signed inputs do not."""
+    from solforge.records import speedup_vs_best
+
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
+                       max_calls=20, seed=3, timeout_s=120)
+    problem = load_problem(PROBLEMS / "compile_differs_signed.py")
+    assert list(problem.distributions) == ["normal", "signed"]
+    with Evaluator(opts) as ev:
+        r = ev.evaluate(problem, reference_solution(problem))
+    assert r.status is Status.PASSED, r.message
+    (w,) = r.workloads
+    assert w.compile_ms and w.compile_within_tolerance is False
+    assert "outside the problem's tolerance (trial 2 (signed inputs)" in w.message
+    assert speedup_vs_best(r) == pytest.approx(w.eager_ms / w.time_ms)

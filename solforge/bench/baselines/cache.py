@@ -95,8 +95,10 @@ def unavailable_key(problem: Problem, w: Workload, opts: EvalOptions, name: str)
 def tolerance_key(problem: Problem, w: Workload, opts: EvalOptions, name: str) -> str:
     """Where a compile baseline's agreement with the reference, at the problem's own
     tolerance, is remembered: like unavailability, a property of the reference, the device
-    and the libraries, read by every timing configuration."""
-    return workload_key(problem, w, opts, name, {"within_tolerance": True})
+    and the libraries, read by every timing configuration. Judged since session 29 on a
+    candidate's correctness trials, not one input set: the key says so, and a verdict
+    kept under the old key is not read."""
+    return workload_key(problem, w, opts, name, {"within_tolerance": "trials"})
 
 
 def cached_entries(opts: EvalOptions, key_of: Callable[[str], str]) -> dict[str, dict]:

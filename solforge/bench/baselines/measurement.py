@@ -66,10 +66,13 @@ def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: Ev
 
 def prepare_baselines(phase: Phase, problem: Problem, ref: Any, w: Workload,
                       pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
-                      opts: EvalOptions, res: WorkloadResult, kinds: list[str]
+                      opts: EvalOptions, res: WorkloadResult, kinds: list[str],
+                      agree: Callable[[Any], dict[str, Any] | None] | None = None
                       ) -> dict[str, Any]:
     """The baselines ``kinds`` (those :func:`missing_baselines` found), compiled and
-    warmed up ahead of timing.
+    warmed up ahead of timing; each compiled one's agreement with the reference judged by
+    ``agree(fn)`` (the judge's: a candidate's correctness trials; without it, one fresh
+    input set: :func:`within_tolerance`) and remembered (:func:`note_tolerance`).
 
     The caller holds the device's slot: the warm-up runs the reference's kernels, and a
     reference that ``torch.compile`` cannot settle on (it recompiles on data-dependent
@@ -103,7 +106,8 @@ def prepare_baselines(phase: Phase, problem: Problem, ref: Any, w: Workload,
                 continue
             out[kind] = fn
             slow.remember(problem, w, opts, name, warmup_s=time.monotonic() - t0)
-            verdict = within_tolerance(problem, ref, fn, pool[0], seeds[0], device=opts.device)
+            verdict = agree(fn) if agree is not None else \
+                within_tolerance(problem, ref, fn, pool[0], seeds[0], device=opts.device)
             if verdict is not None:
                 cache.put(tolerance_key(problem, w, opts, name), verdict)
     finally:

@@ -39,10 +39,15 @@ class WorkloadBaselines:
                                              fresh=fresh)
 
     def prepare(self, ref: Any, pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
-                res: WorkloadResult, kinds: list[str]) -> dict[str, Any]:
-        """``kinds`` compiled and warmed up (the caller holds the device's slot)."""
+                res: WorkloadResult, kinds: list[str],
+                agree: Callable[[Any], dict[str, Any] | None] | None = None
+                ) -> dict[str, Any]:
+        """``kinds`` compiled and warmed up (the caller holds the device's slot);
+        ``agree(fn)`` judges a compiled baseline's outputs as a candidate's are judged
+        (``measurement.prepare_baselines``)."""
         return measurement.prepare_baselines(self.phase, self.problem, ref, self.workload,
-                                             pool, seeds, cfg, self.opts, res, kinds)
+                                             pool, seeds, cfg, self.opts, res, kinds,
+                                             agree=agree)
 
     def time(self, ref: Any, pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
              res: WorkloadResult, prepared: dict[str, Any],

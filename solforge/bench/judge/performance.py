@@ -38,6 +38,7 @@ import torch
 from solforge.bench.judge import memory, probes
 from solforge.bench.judge.arbitration import Float64Run, compare_or_arbitrate
 from solforge.bench.judge.context import WorkloadContext
+from solforge.bench.judge.correctness import baseline_agrees
 from solforge.bench.judge.outcome import for_runner, hacked, owned, runner_failed
 from solforge.bench.measure import inputs as I
 from solforge.bench.measure import pinning
@@ -132,7 +133,9 @@ def timing_checks(ctx: WorkloadContext) -> Status | None:
         with runner.frozen(), device_slot(opts.device, shared=compile_holds_shared(opts)):
             pool = make_pool()
             with not_the_candidates_time():  # the judge's own work (a compile: minutes)
-                prepared = ctx.baselines.prepare(ctx.ref, pool, prep_seeds, cfg, res, missing)
+                prepared = ctx.baselines.prepare(
+                    ctx.ref, pool, prep_seeds, cfg, res, missing,
+                    agree=lambda fn: baseline_agrees(ctx, fn))
     ctx.judge.phase("timing", workload=w.name)
     runner.start_idle_watch()
     try:
