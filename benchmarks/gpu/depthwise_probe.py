@@ -55,7 +55,7 @@ def _time(fn, reps: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", required=True)
-    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
     from solforge.kernels.triton.depthwise import depthwise_conv_raw
 

@@ -52,7 +52,7 @@ CASES = [  # input, weight, stride, padding, dilation, bias
     # planes of at most SMALL_PLANE outputs: whole planes a program, flattened
     ((3, 5, 7, 7), (5, 1, 3, 3), (1, 1), (1, 1), (1, 1), True),
     ((2, 6, 8, 9), (12, 1, 3, 3), (2, 2), (1, 1), (1, 1), False),
-    ((2, 3, 9), (3, 1, 4), (1,), (3,), (1,), True),
+    ((2, 3, 9), (3, 1, 4), (1,), (3,), (1,), True),  # 1-D: row tiles however short
 ]
 
 

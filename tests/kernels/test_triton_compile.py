@@ -158,7 +158,7 @@ def compile_all():
         assert "fma.rn.f32" in dw.asm["ptx"]
     dw = _compile(depthwise._depthwise_planes,
                   dict(x_ptr=FP32, w_ptr=FP32, b_ptr=FP32, y_ptr=FP32),
-                  dict(KH=3, KW=3, HAS_BIAS=True, BLOCK_P=64, BLOCK_S=64), num_warps=8)
+                  dict(KH=3, KW=3, HAS_BIAS=True, BLOCK_P=16, BLOCK_S=64), num_warps=4)
     assert "fma.rn.f32" in dw.asm["ptx"]
     for renorm in (True, False):
         _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),

@@ -100,7 +100,7 @@ def _depthwise_planes(x_ptr, w_ptr, b_ptr, y_ptr, PLANES, C_OUT, MULT, H, W, H_O
                       SH, SW, PH, PW, DH, DW,
                       KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_P: tl.constexpr, BLOCK_S: tl.constexpr):
-    """Small planes (``SMALL_PLANE`` outputs or fewer: MobileNet's 7x7 maps): a program
+    """Small 2-D planes (``SMALL_PLANE`` outputs or fewer: MobileNet's 7x7 maps): a program
     takes ``BLOCK_P`` whole planes, their outputs flattened, the same sums as
     ``_depthwise_body`` (a tile of a 7x7 plane would leave most of its lanes idle)."""
     planes = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
@@ -130,10 +130,13 @@ def _depthwise_planes(x_ptr, w_ptr, b_ptr, y_ptr, PLANES, C_OUT, MULT, H, W, H_O
     tl.store(y, cast_rne(acc, y_ptr.dtype.element_ty), mask=live[:, None] & spots[None, :])
 
 
-# planes of at most this many outputs go to ``_depthwise_planes`` (under the interpreter a
-# small bound, so CPU tests take both paths); a program there holds PLANE_TILE outputs
-SMALL_PLANE = 64 if INTERPRET else 1024
-PLANE_TILE = 64 if INTERPRET else 4096
+# 2-D planes of at most this many outputs go to ``_depthwise_planes`` (under the
+# interpreter a small bound, so CPU tests take both paths); a program there holds
+# PLANE_TILE outputs. On an H100 (benchmarks/results/2026-12-07-h100-s29) planes of up to
+# 1,024 outputs and 4,096 a program ran at 0.03-0.37x of PyTorch's kernel (a 1-D plane of
+# 499, 28x28 and 7x7 planes); a 1-D convolution now always takes the row tiles.
+SMALL_PLANE = 64 if INTERPRET else 256
+PLANE_TILE = 64 if INTERPRET else 1024
 
 _KEY = ["H_OUT", "W_OUT", "KH", "KW", "SH", "SW", "DH", "DW", "HAS_BIAS"]
 _depthwise_2d = triton.autotune(configs=_configs(False), key=_KEY)(_depthwise_body)
@@ -214,13 +217,13 @@ def depthwise_conv_raw(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         return y
     wc = weight.contiguous()
     b = bias.contiguous() if bias is not None else wc
-    if h_out * w_out <= SMALL_PLANE:
+    if not one_d and h_out * w_out <= SMALL_PLANE:
         block_s = triton.next_power_of_2(h_out * w_out)
         block_p = max(1, PLANE_TILE // block_s)
         _depthwise_planes[(triton.cdiv(n * c_out, block_p),)](
             x, wc, b, y, n * c_out, c_out, c_out // c_in, h, w, h_out, w_out,
             s[0], s[1], p[0], p[1], d[0], d[1], KH=kh, KW=kw, HAS_BIAS=bias is not None,
-            BLOCK_P=block_p, BLOCK_S=block_s, num_warps=4 if INTERPRET else 8)
+            BLOCK_P=block_p, BLOCK_S=block_s, num_warps=4)
         return y
     kernel = _depthwise_1d if one_d else _depthwise_2d
 
