@@ -117,6 +117,8 @@ def test_empty_batch_and_bad_input_say_what_to_fix():
     x, w = torch.randn(1, 4, 8, 8), torch.randn(4, 1, 3, 3)
     with pytest.raises(ValueError, match="not depthwise"):
         depthwise_conv_raw(x, torch.randn(4, 2, 3, 3), None, 1, 1, 1, 2)
+    with pytest.raises(ValueError, match="not depthwise"):  # one channel: cuDNN's
+        depthwise_conv_raw(x[:, :1], w[:1], None, 1, 1, 1, 1)
     with pytest.raises(ValueError, match="numbers, 'same' or 'valid'"):
         depthwise_conv_raw(x, w, None, 1, "full", 1, 4)
     with pytest.raises(ValueError, match="one of fp32, fp16, bf16"):

@@ -159,9 +159,11 @@ def _not_covered(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
             (bias is not None and bias.dtype != x.dtype):
         return (f"input {x.dtype}, weight {weight.dtype}, bias "
                 f"{None if bias is None else bias.dtype} (one of fp32, fp16, bf16 for all)")
-    if groups != x.shape[1] or weight.shape[1] != 1 or weight.shape[0] % groups:
+    if groups <= 1 or groups != x.shape[1] or weight.shape[1] != 1 or weight.shape[0] % groups:
+        # groups=1 with one channel is an ordinary convolution to PyTorch (cuDNN, TF32)
         return (f"groups={groups} for {x.shape[1]} input channels and a weight "
-                f"{tuple(weight.shape)}: not depthwise (groups == in_channels, [C*k, 1, ...])")
+                f"{tuple(weight.shape)}: not depthwise (groups == in_channels > 1, "
+                "[C*k, 1, ...])")
     if isinstance(padding, str) and padding not in ("same", "valid"):
         return f"padding {padding!r} (numbers, 'same' or 'valid')"
     return None
