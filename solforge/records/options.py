@@ -35,6 +35,12 @@ class EvalOptions(BaseModel):
                              "candidate and the reference alike (several threads on a small "
                              "CPU make tiny ops 4x slower at random: thread wake-ups)")
     sol_baseline: str = Field("best", description="T_b of the SOL score: eager, compile, best")
+    compile_failed: dict[str, str] = Field(
+        default_factory=dict,
+        description="workload name -> message: where the compile baseline's own program, "
+        "judged as a candidate in an earlier evaluation of this problem, failed the "
+        "correctness trials (an agent passes its compile candidate's record): the compile "
+        "figure is kept there but is not the best baseline")
 
     @field_validator("policy")
     @classmethod

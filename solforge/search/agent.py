@@ -17,7 +17,9 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    When torch.compile's baseline beat the reference, the candidate that is that baseline
    (the reference compiled in the baseline's own mode) goes first and is owed: it is
    evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
-   cut never keeps a solution slower than the best baseline for want of it. Likewise a
+   cut never keeps a solution slower than the best baseline for want of it. Where that
+   candidate fails its correctness trials, no later evaluation of the problem holds a
+   candidate to the baseline's time there (``SearchState.compile_failed``). Likewise a
    candidate of library kernels that passed but is host-bound (its calls take far longer
    on the judge's clock than its kernels: Triton's launch path) owes its CUDA-graph replay
    (``candidates.replay_of_host_bound``): the clock check may fail it at the verdict.
@@ -101,7 +103,7 @@ from solforge.orchestrate.run import Run
 from solforge.orchestrate.units import Unit, WorkerResult
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
-from solforge.records.evaluation import EvaluationRecord
+from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.search.budget import (
     PhaseClock,
     best_baseline_fraction,
@@ -110,6 +112,7 @@ from solforge.search.budget import (
     roofline_fraction,
 )
 from solforge.search.candidates import (
+    BASELINE_CANDIDATE,
     BASELINE_PROGRAMS,
     Candidate,
     baseline_first,
@@ -389,6 +392,8 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
             graphs += "cuda_graphs" in c.levers
             s.attempts[c.name] = attempt
             s.visible[c.name] = record
+            if c.name == BASELINE_CANDIDATE and record.status is Status.INCORRECT_NUMERICAL:
+                s.compile_failed(record)
             if not record.passed:
                 failures[c.family] += 1
                 failed.add(c.name)

@@ -17,7 +17,7 @@ from solforge.orchestrate.run import Run
 from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
 from solforge.records import speedup_vs_best
-from solforge.records.evaluation import EvaluationRecord
+from solforge.records.evaluation import EvaluationRecord, Status
 from solforge.search.candidates import Candidate
 from solforge.search.config import SearchConfig
 
@@ -46,6 +46,9 @@ class SearchState:
         self.owed: set[str] = set()
         # the budgets' share by the reference's gap to speed of light (``gap_scale``)
         self.scale = 1.0
+        # workloads where the compile baseline's own program failed the correctness
+        # trials as a candidate (``compile_failed``): passed to every later evaluation
+        self.compile_outside: dict[str, str] = {}
         self.attempts: dict[str, int] = {}           # candidate name -> attempt id
         self.visible: dict[str, EvaluationRecord] = {}
         # attempts of any search worker on this problem (the planner names later units
@@ -76,8 +79,24 @@ class SearchState:
         self.run.solution_path(self.name, attempt).write_text(c.source)
         return attempt
 
+    def compile_failed(self, record: EvaluationRecord) -> None:
+        """The compile baseline's own program (the ``compile`` candidate) failed its
+        correctness trials on these workloads: no later evaluation of this problem holds a
+        candidate to its time there (``EvalOptions.compile_failed``; the record keeps the
+        figure and says why). KernelBench's ``29_SwinMLP`` on an H100 kept 0.744x of a
+        compile figure whose program failed a candidate's third trial
+        (benchmarks/results/2026-12-07-h100-s29)."""
+        failed = {w.name: w.message[:300] for w in record.workloads
+                  if w.status is Status.INCORRECT_NUMERICAL}
+        if failed and not failed.items() <= self.compile_outside.items():
+            self.compile_outside.update(failed)
+            self.event("baseline_outside_tolerance", baseline="compile",
+                       workloads=sorted(failed))
+
     def _evaluate(self, path: Any, itself: str, overrides: dict[str, Any]
                   ) -> EvaluationRecord:
+        if self.compile_outside:
+            overrides = {**overrides, "compile_failed": dict(self.compile_outside)}
         record = self.evaluator.evaluate(self.problem, path, **overrides)
         if itself and record.passed:
             record.baseline_itself = itself

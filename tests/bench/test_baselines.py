@@ -325,3 +325,45 @@ def test_a_compile_baseline_is_judged_on_the_candidates_trials_not_one_input_set
     assert w.compile_ms and w.compile_within_tolerance is False
     assert "outside the problem's tolerance (trial 2 (signed inputs)" in w.message
     assert speedup_vs_best(r) == pytest.approx(w.eager_ms / w.time_ms)
+
+
+def test_a_compile_program_that_failed_as_a_candidate_is_not_the_best_baseline(tmp_path,
+                                                                               monkeypatch):
+    """The check at compile time runs its own trials; a later candidate's trials can still
+    find the compiled program wrong (a rare outlier). The search passes its compile
+    candidate's failure to every later evaluation of the problem (``compile_failed``):
+    the figure stays in the record, the best baseline there is eager."""
+    from solforge.orchestrate.run import Run, RunSpec
+    from solforge.records import speedup_vs_best
+    from solforge.records.evaluation import EvaluationRecord, WorkloadResult
+    from solforge.search.config import SearchConfig
+    from solforge.search.state import SearchState
+
+    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "cache"))
+    opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
+                       max_calls=20, seed=3, timeout_s=120)
+    problem = load_problem(PROBLEMS / "kb_relu.py")
+    run = Run.create(tmp_path / "run", RunSpec(agent="search"))
+    with Evaluator(opts) as ev:
+        s = SearchState(run, problem, evaluator=ev, config=SearchConfig(), on_event=None)
+        before = s._evaluate(reference_solution(problem), "", {})
+        (w,) = before.workloads
+        assert w.compile_within_tolerance is True and w.compile_ms
+        failed = EvaluationRecord(problem=problem.name, solution="compile.py",
+                                  status=Status.INCORRECT_NUMERICAL, workloads=[
+                                      WorkloadResult(name=w.name,
+                                                     status=Status.INCORRECT_NUMERICAL,
+                                                     message="trial 3 (normal inputs): 4 of "
+                                                             "10000 elements outside"),
+                                      WorkloadResult(name="other", status=Status.PASSED)])
+        s.compile_failed(failed)
+        assert s.compile_outside == {w.name: "trial 3 (normal inputs): 4 of 10000 elements "
+                                             "outside"}
+        after = s._evaluate(reference_solution(problem), "", {})
+    assert after.status is Status.PASSED, after.message
+    (w,) = after.workloads
+    assert w.compile_ms and w.compile_within_tolerance is False
+    assert "its own program, judged as a candidate, failed: trial 3" in w.message
+    assert speedup_vs_best(after) == pytest.approx(w.eager_ms / w.time_ms)
+    (event,) = run.ledger.events("baseline_outside_tolerance")
+    assert event["problem"] == problem.name and event["data"]["workloads"] == [w.name]

@@ -147,11 +147,21 @@ def within_tolerance(problem: Problem, ref: Any, fn: Any, args: list[Any], seed:
 
 def note_tolerance(problem: Problem, w: Workload, opts: EvalOptions,
                    res: WorkloadResult) -> None:
-    """Fill ``res.compile_within_tolerance`` from the cache (:func:`within_tolerance`'s
-    verdict), and say in the record when the compile baseline failed it."""
+    """Fill ``res.compile_within_tolerance`` from the cache (the verdict of the check at
+    compile time), or False where ``opts.compile_failed`` names the workload, and say in
+    the record when the compile baseline failed."""
     if "compile" not in opts.baselines or res.compile_ms is None:
         return
     name = label("compile", opts)
+    failed = opts.compile_failed.get(w.name)
+    if failed:
+        # the baseline's own program failed a candidate's trials (EvalOptions.compile_failed):
+        # the check at compile time passed on its own trials, these found what it missed
+        res.compile_within_tolerance = False
+        res.note(f"{name} baseline outside the problem's tolerance (its own program, judged "
+                 f"as a candidate, failed: {failed[:200]}): its time is kept, the best "
+                 "baseline is eager")
+        return
     cache = BaselineCache()
     try:
         hit = cache.get(tolerance_key(problem, w, opts, name))
