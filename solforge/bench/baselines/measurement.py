@@ -67,12 +67,17 @@ def missing_baselines(problem: Problem, w: Workload, cfg: TimingConfig, opts: Ev
 def prepare_baselines(phase: Phase, problem: Problem, ref: Any, w: Workload,
                       pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
                       opts: EvalOptions, res: WorkloadResult, kinds: list[str],
-                      agree: Callable[[Any], dict[str, Any] | None] | None = None
-                      ) -> dict[str, Any]:
+                      agree: Callable[[Any], dict[str, Any] | None]) -> dict[str, Any]:
     """The baselines ``kinds`` (those :func:`missing_baselines` found), compiled and
     warmed up ahead of timing; each compiled one's agreement with the reference judged by
-    ``agree(fn)`` (the judge's: a candidate's correctness trials; without it, one fresh
-    input set: :func:`within_tolerance`) and remembered (:func:`note_tolerance`).
+    ``agree(fn)`` (the judge's: a candidate's correctness trials,
+    ``judge/correctness.baseline_agrees``; ``{"within_tolerance": bool, "message"}`` or
+    None when nothing can be concluded) and remembered (:func:`note_tolerance`).
+
+    Why: a compile baseline whose own outputs fail the problem's tolerance (cuDNN's TF32
+    convolutions under another algorithm, at KernelBench's 1e-4) is a figure no correct
+    solution can be held to; the record keeps its time and says so, and the best baseline
+    is then eager (``records.best_baseline_ms``).
 
     The caller holds the device's slot: the warm-up runs the reference's kernels, and a
     reference that ``torch.compile`` cannot settle on (it recompiles on data-dependent
@@ -106,43 +111,12 @@ def prepare_baselines(phase: Phase, problem: Problem, ref: Any, w: Workload,
                 continue
             out[kind] = fn
             slow.remember(problem, w, opts, name, warmup_s=time.monotonic() - t0)
-            verdict = agree(fn) if agree is not None else \
-                within_tolerance(problem, ref, fn, pool[0], seeds[0], device=opts.device)
+            verdict = agree(fn)
             if verdict is not None:
                 cache.put(tolerance_key(problem, w, opts, name), verdict)
     finally:
         cache.close()
     return out
-
-
-def within_tolerance(problem: Problem, ref: Any, fn: Any, args: list[Any], seed: int,
-                     device: str) -> dict[str, Any] | None:
-    """Whether baseline ``fn`` gives the reference's outputs on one fresh input set, judged
-    as a candidate is (``compare_outputs``, the problem's precision class):
-    ``{"within_tolerance": bool, "message": ...}``; None when the reference disagrees with
-    itself on the same inputs (a nondeterministic reference: nothing to conclude) or
-    either call raises.
-
-    Why: a compile baseline whose own outputs fail the problem's tolerance (cuDNN's TF32
-    convolutions under another algorithm, at KernelBench's 1e-4) is a figure no correct
-    solution can be held to; the record keeps its time and says so, and the best baseline
-    is then eager (``records.best_baseline_ms``)."""
-    from solforge.bench.measure.compare import compare_outputs
-
-    try:
-        with torch.no_grad():
-            x = fresh_inputs(args, seed)
-            want = ref(*x)
-            got = fn(*x)
-            c = compare_outputs(got, want, problem, x)
-            if not c.ok:
-                again = compare_outputs(ref(*x), want, problem, x)
-                if not again.ok:
-                    return None
-            I.synchronize(torch.device(device))
-    except Exception:
-        return None
-    return {"within_tolerance": c.ok, "message": c.message[:300]}
 
 
 def note_tolerance(problem: Problem, w: Workload, opts: EvalOptions,

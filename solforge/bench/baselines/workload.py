@@ -40,8 +40,7 @@ class WorkloadBaselines:
 
     def prepare(self, ref: Any, pool: list[list[Any]], seeds: list[int], cfg: TimingConfig,
                 res: WorkloadResult, kinds: list[str],
-                agree: Callable[[Any], dict[str, Any] | None] | None = None
-                ) -> dict[str, Any]:
+                agree: Callable[[Any], dict[str, Any] | None]) -> dict[str, Any]:
         """``kinds`` compiled and warmed up (the caller holds the device's slot);
         ``agree(fn)`` judges a compiled baseline's outputs as a candidate's are judged
         (``measurement.prepare_baselines``)."""
