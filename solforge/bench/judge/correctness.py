@@ -64,6 +64,20 @@ def _trial_input(ctx: WorkloadContext, t: int) -> tuple[int, str, list[Any]]:
     return s, dist, I.make_inputs(ctx.module, ctx.workload.params, s, dist, ctx.device)
 
 
+def _own_draw_if_signed_fails(ctx: WorkloadContext, s: int, dist: str, x: list[Any],
+                              ref_out: Any) -> tuple[str, list[Any], Any]:
+    """(distribution, inputs, reference outputs) the trial runs on: the file's own draw
+    ("normal") in place of signed inputs where those give the reference non-finite outputs
+    and its own draw does not (the module docstring); else what it was given."""
+    if dist != "signed" or _finite(ref_out):
+        return dist, x, ref_out
+    x_own = I.make_inputs(ctx.module, ctx.workload.params, s, "normal", ctx.device)
+    own_out = I.run_forward(ctx.ref, I.clone_all(x_own), s)
+    if _finite(own_out):
+        return "normal", x_own, own_out
+    return dist, x, ref_out
+
+
 def baseline_agrees(ctx: WorkloadContext, fn: Any) -> dict[str, Any] | None:
     """Whether a baseline's program ``fn`` (the compiled reference) passes the correctness
     trials a candidate gets on this workload: the same seeds, input distributions and
@@ -82,9 +96,7 @@ def baseline_agrees(ctx: WorkloadContext, fn: Any) -> dict[str, Any] | None:
             for t in range(ctx.opts.trials):
                 s, dist, x = _trial_input(ctx, t)
                 want = I.run_forward(ref, I.clone_all(x), s)
-                if dist == "signed" and not _finite(want):
-                    x = I.make_inputs(ctx.module, ctx.workload.params, s, "normal", device)
-                    dist, want = "normal", I.run_forward(ref, I.clone_all(x), s)
+                dist, x, want = _own_draw_if_signed_fails(ctx, s, dist, x, want)
                 got = I.run_forward(fn, I.clone_all(x), s)
                 cmp = compare_or_arbitrate(got, Float64Run(ref, x, s, want), problem)
                 del got
@@ -121,17 +133,14 @@ def _trial(ctx: WorkloadContext, t: int) -> Status | None:
         s, dist, x = _trial_input(ctx, t)
         ref_out = I.run_forward(ref, I.clone_all(x), s)
         I.synchronize(device)
-        if dist == "signed" and not _finite(ref_out):
-            x_own = I.make_inputs(ctx.module, ctx.workload.params, s, "normal", device)
-            own_out = I.run_forward(ref, I.clone_all(x_own), s)
-            if _finite(own_out):
-                x, ref_out, dist = x_own, own_out, "normal"
-                note = ("signed inputs give the reference non-finite outputs (it needs "
-                        "nonnegative torch.rand inputs): those trials ran on the file's "
-                        "own draw")
-                if note not in res.message:
-                    res.message = "; ".join(m for m in (res.message, note) if m)
-            del x_own, own_out
+        drawn = dist
+        dist, x, ref_out = _own_draw_if_signed_fails(ctx, s, dist, x, ref_out)
+        if dist != drawn:
+            note = ("signed inputs give the reference non-finite outputs (it needs "
+                    "nonnegative torch.rand inputs): those trials ran on the file's "
+                    "own draw")
+            if note not in res.message:
+                res.message = "; ".join(m for m in (res.message, note) if m)
         if t == 0:
             ctx.sizes.outputs_mb = admission.tensor_mb(ref_out)  # for memory_plan._measured
             ctx.sizes.outputs_f64_mb = admission.float64_mb(ref_out)
