@@ -115,6 +115,7 @@ _PATTERNS: dict[str, str | Pattern] = {
     "max_dim": "solforge.search.patterns.reductions:MAX_DIM_PATTERN",
     "cross_entropy": "solforge.search.patterns.losses:CROSS_ENTROPY_PATTERN",
     "depthwise_conv": "solforge.search.patterns.conv:DEPTHWISE_CONV_PATTERN",
+    "cumulative": "solforge.search.patterns.scan:CUMULATIVE_PATTERN",
     "f32x3_gemm": "solforge.search.patterns.gemm_f32x3:F32X3_GEMM_PATTERN",
     "bias_act": "solforge.search.patterns.pointwise:BIAS_ACT_PATTERN",
 }

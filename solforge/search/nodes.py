@@ -49,6 +49,8 @@ _FUNCTIONS: dict[Any, str] = {
     F.dropout: "dropout", F.relu: "relu", torch.relu: "relu",
     F.group_norm: "group_norm", F.instance_norm: "instance_norm", torch.norm: "norm",
     torch.linalg.vector_norm: "vector_norm", torch.sqrt: "sqrt", F.normalize: "normalize",
+    torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.flip: "flip",
+    torch.narrow: "narrow", torch.zeros_like: "zeros_like",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -63,6 +65,7 @@ _METHODS = {
     "argmin": "argmin",
     "masked_fill": "masked_fill", "eq": "eq", "logical_not": "not", "bitwise_not": "not",
     "relu": "relu", "norm": "norm", "sqrt": "sqrt",
+    "cumsum": "cumsum", "cumprod": "cumprod", "flip": "flip", "narrow": "narrow",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",

@@ -19,7 +19,7 @@ BF16, FP32, FP16, FP8, I8, I32, I64 = (
     "*bf16", "*fp32", "*fp16", "*fp8e4nv", "*i8", "*i32", "*i64")
 
 
-def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4, maxnreg=None):
+def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4, maxnreg=None, options=None):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -31,7 +31,8 @@ def _compile(kernel, ptrs, consts, floats=("eps",), num_warps=4, maxnreg=None):
     constexprs = {(fn.arg_names.index(k),): v for k, v in consts.items()}
     compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs),
                               target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": num_warps, "maxnreg": maxnreg})
+                              options={"num_warps": num_warps, "maxnreg": maxnreg,
+                                       **(options or {})})
     assert compiled.asm["cubin"]
     print(f"sm_90 ok: {fn.__name__} {consts}", flush=True)
     return compiled
@@ -57,6 +58,7 @@ def compile_all():
         row_cross_entropy,
         row_norm,
         row_softmax,
+        scan,
     )
 
     for res, off in ((False, False), (True, True)):
@@ -160,6 +162,18 @@ def compile_all():
                   dict(x_ptr=FP32, w_ptr=FP32, b_ptr=FP32, y_ptr=FP32),
                   dict(KH=3, KW=3, HAS_BIAS=True, BLOCK_P=16, BLOCK_S=64), num_warps=4)
     assert "fma.rn.f32" in dw.asm["ptx"]
+    # scans: ATen's order needs its roundings, so a product before the scan's sums must
+    # not fuse into them (``enable_fp_fusion=False``); rows take gathers, columns a walk
+    flags = dict(REVERSE=False, EXCLUSIVE=0, F64=False)
+    for ptr, prod, mul, round_ in ((FP32, False, True, False), (BF16, True, False, True)):
+        sc = _compile(scan._scan_rows_body, dict(x_ptr=ptr, m_ptr=ptr, y_ptr=ptr),
+                      dict(PROD=prod, HAS_MUL=mul, ROUND=round_, LOG_C=5, BLOCK_R=32, **flags),
+                      options={"enable_fp_fusion": False})
+        assert "fma" not in sc.asm["ptx"]
+    sc = _compile(scan._scan_cols_body, dict(x_ptr=FP32, m_ptr=FP32, y_ptr=FP32),
+                  dict(PROD=False, HAS_MUL=True, ROUND=False, BLOCK_I=256,
+                       **{**flags, "EXCLUSIVE": 1}), options={"enable_fp_fusion": False})
+    assert "fma" not in sc.asm["ptx"]
     for renorm in (True, False):
         _compile(router._softmax_topk_kernel, dict(x_ptr=FP32, w_ptr=BF16, id_ptr=I64),
                  dict(K=2, RENORM=renorm, BLOCK_R=64, BLOCK_E=8))

@@ -33,6 +33,7 @@ from solforge.kernels.triton.rope import rope_cos_sin, rotary_embedding
 from solforge.kernels.triton.router import softmax_topk
 from solforge.kernels.triton.row_argmax import argmax, argmin
 from solforge.kernels.triton.row_softmax import log_softmax, softmax
+from solforge.kernels.triton.scan import cumprod, cumsum, cumulative
 
 __all__ = [
     "add_rms_norm",
@@ -43,6 +44,9 @@ __all__ = [
     "batch_norm_act",
     "bias_act",
     "cross_entropy",
+    "cumprod",
+    "cumsum",
+    "cumulative",
     "depthwise_conv",
     "depthwise_conv_raw",
     "div_by_dim_norm",
