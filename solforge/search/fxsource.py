@@ -66,6 +66,13 @@ def _fn_name(fn: Any, imports: dict[Any, str]) -> str:
     qual = fx.node._get_qualified_name(fn)
     if qual.startswith("torch."):
         return qual
+    module, _, attr = qual.rpartition(".")
+    if module == "math" and callable(getattr(math, attr, None)):
+        # fx's tracer swaps the math module's functions for wrappers while it traces
+        # (``autowrap_modules``), in every thread: a search tracing another problem at the
+        # same time leaves ``math.sqrt`` a wrapper here, or this graph's target one (an
+        # H100 run lost KernelBench 50_ReLUSelfAttention's 3xTF32 rewrite so, session 30)
+        return f"math.{attr}"
     raise EmitError(f"the graph calls {qual}, which a generated file cannot import by name")
 
 

@@ -229,3 +229,30 @@ def test_workers_tracing_at_once_do_not_break_each_other():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_math_calls_print_while_another_thread_traces(monkeypatch):
+    """fx's tracer swaps the ``math`` module's functions for wrappers while it traces, for
+    every thread: a graph printed then held ``math.sqrt`` as something other than
+    ``math.sqrt`` and lost its candidate ("cannot import by name"; KernelBench
+    50_ReLUSelfAttention on an H100, session 30). Both ways round print ``math.sqrt``."""
+    import functools
+    import math
+
+    import torch.fx as fx
+
+    real = math.sqrt
+
+    @functools.wraps(real)
+    def wrapper(*args):  # what the tracer installs (functools.wraps keeps the name)
+        return real(*args)
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(wrapper, (x,)))  # traced while the wrapper was in place
+    assert "math.sqrt(x)" in forward_source(g, {})
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(real, (x,)))
+    monkeypatch.setattr(math, "sqrt", wrapper)  # printed while another thread traces
+    assert "math.sqrt(x)" in forward_source(g, {})
