@@ -42,6 +42,9 @@ What the forward does beyond its tensors' data flow:
   the same way. Every traced tensor is on meta, and the evaluator runs a model and its
   inputs on one device, so devices compare equal. Other branches on sizes stay fx's
   control-flow error (``if x.shape[0] > 1``).
+- ``int()`` of a traced number (Swin's ``B = int(windows.shape[0] / (H * W / w / w))``)
+  is taken as its value at the traced sizes, and guarded the same way, where the problem
+  has one workload (KernelBench's files); with several it stays fx's error.
 - Writing a traced value to module state (``self.hidden = ...``) is refused: the graph
   carries the outputs, not the state a later call would read.
 - A constructor that reads values (``[x.item() for x in torch.linspace(...)]``, Swin's
@@ -51,7 +54,8 @@ What the forward does beyond its tensors' data flow:
 
 Not covered: Python control flow on tensor values or symbolic sizes other than the
 equality checks above (``if x.shape[0] > 1``, loops over a tensor or over
-``range(x.size(0))``, ``int(x.shape[0] / n)``, ``min(k, x.size(-1))``), data-dependent
+``range(x.size(0))``, ``int(x.shape[0] / n)`` with several workloads,
+``min(k, x.size(-1))``), data-dependent
 operations in ``forward`` (``.item()``, ``.tolist()``), item assignment into a traced
 tensor, tensors computed at trace time from module-level tensors (they stay fx's
 ``_tensor_constant`` and the printer refuses them), and held-out workloads (never read:
@@ -142,6 +146,12 @@ class _ValueProxy(fx.Proxy):
             return len(val)
         raise TraceError("len() of a traced value that is not a shape or a tuple")
 
+    def __int__(self) -> int:
+        """``int(...)`` of a traced number (Swin's ``int(windows.shape[0] / n)``): the
+        value at the traced sizes, guarded, where the tracer may specialise
+        (``_ValueTracer.specialise_int``); else Python's TypeError, as fx's."""
+        return self.tracer.specialise_int(self)  # type: ignore[attr-defined]
+
 
 class _ValueAttribute(fx.proxy.Attribute, _ValueProxy):
     pass
@@ -182,8 +192,10 @@ class _FactoryCalls(TorchFunctionMode):
 class _ValueTracer(fx.Tracer):
     """fx's tracer, computing each node's example value on the meta device."""
 
-    def __init__(self, root: nn.Module, inputs: list[Any]) -> None:
+    def __init__(self, root: nn.Module, inputs: list[Any], specialise: bool = False) -> None:
         super().__init__()
+        # whether ``int()`` of a traced number may become its value (one workload only)
+        self.specialise = specialise
         self.proxy_buffer_attributes = True  # buffers become get_attr nodes, as parameters
         self._root = root
         self._inputs = list(inputs)
@@ -265,6 +277,24 @@ class _ValueTracer(fx.Tracer):
                 self.graph.erase_node(node)
             return value
         return super().to_bool(obj)
+
+    def specialise_int(self, obj: fx.Proxy) -> int:
+        """``int(x)`` of a traced number ``x``: its value at the traced sizes, and a guard
+        in the graph (``int(x) == value``) that fails clearly at any other size. Only
+        where the problem has one workload (``specialise``): with several, their graphs
+        would differ by the value and the trace fail anyway, later and less clearly."""
+        val = obj.node.meta.get("val")
+        if not self.specialise or not isinstance(val, (int, float)) or \
+                isinstance(val, bool) or not math.isfinite(val):
+            raise TypeError("int() argument must be a string, a bytes-like object or a "
+                            "real number, not '_ValueProxy'")
+        value = int(val)
+        as_int = self.create_proxy("call_function", int, (obj,), {})
+        check = self.create_proxy("call_function", operator.eq, (as_int, value), {})
+        self.create_proxy("call_function", torch._assert,
+                          (check, f"int() of a size was {value} when traced: this forward "
+                                  "is specialised to the problem's one workload"), {})
+        return value
 
     def _specialise(self, rv: fx.Proxy, name: str, default: tuple, given: bool) -> Any:
         """A parameter ``get_inputs()`` gives ``None`` for (``given``) or nothing: the
@@ -411,18 +441,20 @@ def preload_compiler() -> None:
             _preloaded = True
 
 
-def trace_workload(module: ModuleType, w: Workload, train_mode: bool = False
-                   ) -> tuple[fx.Graph, nn.Module]:
-    """One workload's graph with example values, and the meta model it was traced on."""
+def trace_workload(module: ModuleType, w: Workload, train_mode: bool = False,
+                   specialise: bool = False) -> tuple[fx.Graph, nn.Module]:
+    """One workload's graph with example values, and the meta model it was traced on.
+    ``specialise``: ``int()`` of a traced number becomes its value, guarded (the
+    problem has this one workload)."""
     with _TRACE_LOCK:
-        return _trace_workload(module, w, train_mode)
+        return _trace_workload(module, w, train_mode, specialise)
 
 
-def _trace_workload(module: ModuleType, w: Workload, train_mode: bool
+def _trace_workload(module: ModuleType, w: Workload, train_mode: bool, specialise: bool
                     ) -> tuple[fx.Graph, nn.Module]:
     model, inputs = _build(module, w, train_mode)
     tag_attributes(model)
-    tracer = _ValueTracer(model, inputs)
+    tracer = _ValueTracer(model, inputs, specialise)
     try:
         graph = tracer.trace(model)
     except TraceError as e:
@@ -528,7 +560,8 @@ def trace_reference(problem: Problem, module: ModuleType,
     traced, used, skipped = [], [], []
     for w in ws:
         try:
-            traced.append(trace_workload(module, w, train))
+            traced.append(trace_workload(module, w, train,
+                                         specialise=len(problem.workloads) == 1))
             used.append(w)
         except BuildError as e:
             # a big workload whose inputs need real values: the others still vouch for the

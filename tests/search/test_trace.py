@@ -256,3 +256,66 @@ def test_math_calls_print_while_another_thread_traces(monkeypatch):
     g.output(g.call_function(real, (x,)))
     monkeypatch.setattr(math, "sqrt", wrapper)  # printed while another thread traces
     assert "math.sqrt(x)" in forward_source(g, {})
+
+
+# Swin's window_reverse: a batch size recovered as int() of size arithmetic
+WINDOWS = '''
+import torch
+import torch.nn as nn
+{header}
+
+class Model(nn.Module):
+    def __init__(self, window=2):
+        super().__init__()
+        self.window = window
+
+    def forward(self, x):
+        H = W = x.shape[1]
+        windows = x.view(-1, self.window, self.window, x.shape[-1])
+        B = int(windows.shape[0] / (H * W / self.window / self.window))
+        return windows.view(B, H, W, -1) * 2.0
+
+
+def get_inputs(n=2):
+    return [torch.randn(n, 4, 4, 3)]
+
+
+def get_init_inputs():
+    return [2]
+'''
+
+
+def test_int_of_a_size_is_specialised_and_guarded_for_one_workload(tmp_path):
+    """KernelBench's 29_SwinMLP failed to trace on ``int(windows.shape[0] / ...)``, so it
+    got none of the rewrites its LayerNorms and fp32 linears match. With one workload
+    the value is taken as traced and guarded; the printed forward computes the
+    reference, and fails clearly at another size."""
+    problem = tmp_path / "windows.py"
+    problem.write_text(WINDOWS.format(header=""))
+    p = load_problem(problem)
+    assert len(p.workloads) == 1
+    module = import_file(p.path)
+    tr = trace_reference(p, module)
+    src = forward_source(tr.graph, {})
+    assert "= int(" in src and "_assert(int_1 == 2, \"int() of a size was 2" in src, src
+    path = tmp_path / "traced.py"
+    path.write_text(standalone_file(problem="windows", candidate="traced", summary="traced",
+                                    details=[], levers=[], reference_path=p.path,
+                                    imports=list(BASE_IMPORTS), forward=src))
+    solution = import_file(path)
+    ref, new = module.Model(2), solution.ModelNew(2)
+    x = torch.randn(2, 4, 4, 3)
+    assert torch.equal(new(x), ref(x))
+    with pytest.raises(Exception, match="specialised to the problem's one workload"):
+        new(torch.randn(3, 4, 4, 3))
+
+
+def test_int_of_a_size_stays_a_trace_error_with_several_workloads(tmp_path):
+    header = ('SOLFORGE = {"precision": "fp32", "workloads": [\n'
+              '    {"name": "a", "params": {"n": 2}, "cpu": True},\n'
+              '    {"name": "b", "params": {"n": 3}}]}\n')
+    problem = tmp_path / "windows2.py"
+    problem.write_text(WINDOWS.format(header=header))
+    p = load_problem(problem)
+    with pytest.raises(TraceError, match=r"int\(x.shape\[0\] / n\)"):
+        trace_reference(p, import_file(p.path))
