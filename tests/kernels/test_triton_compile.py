@@ -165,9 +165,11 @@ def compile_all():
     # scans: ATen's order needs its roundings, so a product before the scan's sums must
     # not fuse into them (``enable_fp_fusion=False``); rows take gathers, columns a walk
     flags = dict(REVERSE=False, EXCLUSIVE=0, F64=False)
-    for ptr, prod, mul, round_ in ((FP32, False, True, False), (BF16, True, False, True)):
+    for ptr, prod, mul, round_, rev, ex in ((FP32, False, True, False, True, 0),
+                                            (BF16, True, False, True, False, 1)):
         sc = _compile(scan._scan_rows_body, dict(x_ptr=ptr, m_ptr=ptr, y_ptr=ptr),
-                      dict(PROD=prod, HAS_MUL=mul, ROUND=round_, LOG_C=5, BLOCK_R=32, **flags),
+                      dict(PROD=prod, HAS_MUL=mul, ROUND=round_, LOG_C=5, BLOCK_R=32,
+                           **{**flags, "REVERSE": rev, "EXCLUSIVE": ex}),
                       options={"enable_fp_fusion": False})
         assert "fma" not in sc.asm["ptx"]
     sc = _compile(scan._scan_cols_body, dict(x_ptr=FP32, m_ptr=FP32, y_ptr=FP32),
