@@ -150,7 +150,9 @@ def _scan_cols_body(x_ptr, m_ptr, y_ptr, INNER, N, X_OUTER, Y_OUTER,
         tl.store(y_base, tl.zeros((BLOCK_I,), dtype=OUT), mask=live)
     acc = tl.full((BLOCK_I,), INIT, dtype=ACC)
     for i in range(0, N):
-        at = N - 1 - i if REVERSE else i
+        # 64-bit: one outer slice may hold 2**31 elements or more (``at * INNER`` in
+        # 32 bits wraps there; ATen's offsets are unsigned 32-bit)
+        at = tl.cast(N - 1 - i if REVERSE else i, tl.int64)
         v = _load(x_ptr, m_ptr, o * X_OUTER + at * INNER + cols, live, ACC, OUT, INIT,
                   HAS_MUL, ROUND)
         acc = _combine(acc, v, PROD, ROUND, OUT)
