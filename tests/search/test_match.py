@@ -57,7 +57,9 @@ EXPECTED |= {
     "codebook_embed_sum_musicgen": ["sum_dim"],
     "dt_bc_norm_jamba": ["rms_norm", "rms_norm", "rms_norm"],
     "softcap_attention_gemma2": ["softmax"],
-    "top_p_filter_llama3": ["softmax", "softmax"],
+    "top_p_filter_llama3": ["softmax", "softmax", "cumulative"],  # the sorted probs' cumsum
+    # A's cumsum along the chunk, then segsum's cumsum (dim -2) twice
+    "ssd_chunk_scan_mamba2": ["cumulative", "cumulative", "cumulative"],
     "adaln_modulate_dit": ["layer_norm", "bias_act"],
     "alibi_attention_bloom": ["softmax"],
     "bottleneck_resnet50": ["batch_norm", "batch_norm", "batch_norm"],

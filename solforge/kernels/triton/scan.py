@@ -166,7 +166,9 @@ def _scan_cols_body(x_ptr, m_ptr, y_ptr, INNER, N, X_OUTER, Y_OUTER,
         tl.store(y_base, tl.zeros((BLOCK_I,), dtype=OUT), mask=live)
     acc = tl.full((BLOCK_I,), INIT, dtype=ACC)
     for i in range(0, N):
-        at = N - 1 - i if REVERSE else i
+        # 64-bit: one outer slice may hold 2**31 elements or more (``at * INNER`` in
+        # 32 bits wraps there; ATen's offsets are unsigned 32-bit)
+        at = tl.cast(N - 1 - i if REVERSE else i, tl.int64)
         v = _load(x_ptr, m_ptr, o * X_OUTER + at * INNER + cols, live, ACC, OUT, INIT,
                   HAS_MUL, ROUND)
         acc = _combine(acc, v, PROD, ROUND, OUT)
@@ -187,6 +189,9 @@ def _pytorch_call(x: torch.Tensor, dim: int, op: str, multiplier: torch.Tensor |
     """The same result from PyTorch's own calls, composed as the eager forms are."""
     if multiplier is not None:
         x = x * multiplier
+    # the zero in front: a slice of the input (the narrowed scan is empty where the dim
+    # is one long)
+    zero = torch.zeros_like(x.narrow(dim, 0, 1)) if exclusive else None
     if exclusive:
         x = x.narrow(dim, 0, x.shape[dim] - 1)
     if reverse:
@@ -195,15 +200,16 @@ def _pytorch_call(x: torch.Tensor, dim: int, op: str, multiplier: torch.Tensor |
     if reverse:
         y = y.flip(dim)
     if exclusive:
-        zero = torch.zeros_like(y.narrow(dim, 0, 1))
         y = torch.cat((zero, y), dim)
     return y
 
 
 def _pytorch_runs_another_kernel(x: torch.Tensor, dim: int, n: int) -> bool:
-    """Where ATen would not run the two scan kernels this module follows."""
+    """Where ATen would not run the two scan kernels this module follows. One row is
+    ``x.numel() == x.size(dim)``, not ``== n``: the exclusive form's narrowed copy (``n =
+    size - 1`` long) is one row, CUB's scan, exactly where ``x`` is."""
     return (x.device.type != "cuda" and not INTERPRET) or x.numel() >= 2 ** 32 \
-        or x.numel() == n or n == 0 or x.numel() == 0
+        or x.numel() == x.shape[dim] or n == 0 or x.numel() == 0
 
 
 def cumulative(x: torch.Tensor, dim: int, op: str = "sum", *,
