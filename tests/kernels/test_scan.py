@@ -299,6 +299,25 @@ def test_empty_tensors():
         cumulative(torch.rand(4, 0), 1, exclusive=True)
 
 
+def test_few_long_rows_get_a_program_a_row_many_rows_keep_wide_tiles(monkeypatch):
+    """The autotuner's choices for the last-dim path on a 132-SM device: 8 rows of a
+    128k vocabulary (a top-p filter) must not share one program, as they would in the
+    16-row tiles KernelBench's 32,768 rows were tuned to."""
+    monkeypatch.setattr(scan, "sm_count", lambda device: 132)
+    configs = [triton.Config({"BLOCK_R": r}) for r in (1, 2, 4, 8, 16, 32, 64, 128)]
+    x = torch.empty(1)
+
+    def kept(rows):
+        return [c.kwargs["BLOCK_R"] for c in scan._enough_programs(configs, {"ROWS": rows,
+                                                                           "x_ptr": x})]
+    assert kept(8) == kept(100) == [1]
+    assert kept(1000) == [1, 2]
+    assert kept(32768) == [16, 32, 64]  # 128 would leave under two programs an SM
+    # never empty: the smallest tile when none leaves enough programs
+    assert [c.kwargs["BLOCK_R"] for c in scan._enough_programs(
+        configs[4:], {"ROWS": 8, "x_ptr": x})] == [16]
+
+
 def test_what_it_does_not_take_is_a_clear_error():
     x = torch.rand(4, 5)
     with pytest.raises(ValueError, match="op 'max'"):

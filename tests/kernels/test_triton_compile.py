@@ -172,6 +172,10 @@ def compile_all():
                            **{**flags, "REVERSE": rev, "EXCLUSIVE": ex}),
                       options={"enable_fp_fusion": False})
         assert "fma" not in sc.asm["ptx"]
+    # a program a row, chunks of 1,024 (few long rows: a top-p filter's vocabulary)
+    _compile(scan._scan_rows_body, dict(x_ptr=FP32, m_ptr=FP32, y_ptr=FP32),
+             dict(PROD=False, HAS_MUL=False, ROUND=False, LOG_C=10, BLOCK_R=1, **flags),
+             options={"enable_fp_fusion": False})
     sc = _compile(scan._scan_cols_body, dict(x_ptr=FP32, m_ptr=FP32, y_ptr=FP32),
                   dict(PROD=False, HAS_MUL=True, ROUND=False, BLOCK_I=256,
                        **{**flags, "EXCLUSIVE": 1}), options={"enable_fp_fusion": False})

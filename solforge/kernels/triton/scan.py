@@ -40,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solforge.kernels.triton._common import INTERPRET, autotune_configs, cast_rne
+from solforge.kernels.triton._common import INTERPRET, autotune_configs, cast_rne, sm_count
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _OPS = ("sum", "prod")
@@ -59,10 +59,25 @@ def log_nx(num_rows: int, row_size: int) -> int:
 
 
 def _row_configs() -> list[triton.Config]:
+    # the H100 chose 16-32 rows a program for 32,768 rows (session 30); few long rows (a
+    # top-p filter's cumsum over a 128k vocabulary, batch 8) need a program a row or two,
+    # as ATen runs them (one row a block where a row takes 512 threads)
     gpu = [triton.Config({"BLOCK_R": r}, num_warps=w, num_stages=s)
-           for r, w, s in ((16, 4, 3), (32, 4, 3), (64, 4, 3), (32, 8, 3), (64, 8, 3),
-                           (128, 8, 2))]
+           for r, w, s in ((1, 4, 3), (2, 4, 3), (4, 4, 3), (8, 4, 3), (16, 4, 3),
+                           (32, 4, 3), (64, 4, 3), (32, 8, 3), (64, 8, 3), (128, 8, 2))]
     return autotune_configs(gpu, triton.Config({"BLOCK_R": 2}, num_warps=1))
+
+
+def _enough_programs(configs: list[triton.Config], named_args: dict,
+                     **kwargs) -> list[triton.Config]:
+    """Tiles of rows that leave at least two programs an SM (or a program a row, for
+    fewer rows than that): a tile of 16 rows over 8 rows is one SM's work. Tiles under
+    16 rows only where the rows are that few (they are not tried for 32,768 rows)."""
+    rows = named_args["ROWS"]
+    want = min(rows, 2 * sm_count(str(named_args["x_ptr"].device)))
+    kept = [c for c in configs if -(-rows // c.kwargs["BLOCK_R"]) >= want and
+            (c.kwargs["BLOCK_R"] >= 16 or rows < 16 * want)]
+    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_R"])]
 
 
 def _col_configs() -> list[triton.Config]:
@@ -178,7 +193,8 @@ def _scan_cols_body(x_ptr, m_ptr, y_ptr, INNER, N, X_OUTER, Y_OUTER,
 # eager rounds the product before the scan adds it: a fused multiply-add would not
 _NO_FMA = {"enable_fp_fusion": False}
 _FLAGS = ["PROD", "HAS_MUL", "REVERSE", "EXCLUSIVE", "ROUND", "F64"]
-_scan_rows = triton.autotune(configs=_row_configs(), key=["N", "LOG_C", *_FLAGS])(
+_scan_rows = triton.autotune(configs=_row_configs(), key=["N", "LOG_C", "ROWS", *_FLAGS],
+                             prune_configs_by={"early_config_prune": _enough_programs})(
     _scan_rows_body)
 _scan_cols = triton.autotune(configs=_col_configs(), key=["N", "INNER", *_FLAGS])(
     _scan_cols_body)
