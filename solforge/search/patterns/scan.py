@@ -152,8 +152,8 @@ def find_cumulative(tr: TracedReference) -> list[Match]:
             reader, x, out, kw["reverse"] = x, inner, outer, True
             form.append("reversed (both flips folded)")
         elif ex is not None:
+            reader = x  # the narrow
             x, out, more, optional = ex
-            reader = next(u for u in more if op(u) == "narrow")
             nodes |= more
             kw["exclusive"] = True
             form.append("exclusive (the narrow and the cat folded)")
