@@ -38,6 +38,7 @@ CASES = [
     ("short_rows_20", "sum", (1 << 20, 20), -1, torch.float32, ""),
     ("mamba2_segsum", "sum", (16, 8, 32, 256), -1, torch.float32, ""),
     ("long_rows_2", "sum", (2, 1 << 22), -1, torch.float32, ""),
+    ("top_p_rows_8", "sum", (8, 128256), -1, torch.float32, ""),  # few rows of a vocabulary
 ]
 
 
