@@ -3,9 +3,17 @@ tracer (``trace.py``): a constant that came from ``self.eps`` is printed as ``se
 and integer arithmetic on such numbers (``self.heads // self.kv_heads``) as its
 expression, so a generated ``forward`` stays right for every workload's attributes.
 
-Not covered: arithmetic on tagged floats (the result is a plain float), comparisons and
-branches (a tagged int compares as the int it is: the branch is baked in, and the
-tracer's differential check catches it when workloads differ).
+Arithmetic on tagged floats (``+``, ``-``, ``*``, ``/``, ``**``, negation, with ints,
+floats and other tagged numbers) keeps its expression too: ``1 - self.top_p`` is emitted
+as ``(1 - self.top_p)``, which Python evaluates to the same float when the generated
+``forward`` runs. Before, it was baked in as the visible workloads' value (all of them
+had top_p 0.9), and a held-out workload with another top_p got a wrong candidate.
+
+Not covered: functions of tagged numbers (``math.sqrt(self.head_dim)``: a plain float), a
+plain float on the left of a tagged int (``0.5 * self.heads``: Python's float operator
+takes any int before the int subclass is asked),
+comparisons and branches (a tagged number compares as the number it is: the branch is
+baked in, and the tracer's differential check catches it when workloads differ).
 """
 
 from __future__ import annotations
@@ -35,8 +43,10 @@ class TaggedInt(int):
         return obj
 
     def _combine(self, other: Any, fn: Any, sym: str, reflected: bool = False) -> Any:
+        if isinstance(other, float):  # a float result: tagged as one
+            return _float_op(self, other, sym, reflected)
         if type(other) is bool or not isinstance(other, int):
-            return NotImplemented  # a float or a proxy: its own operator decides
+            return NotImplemented  # a proxy or a tensor: its own operator decides
         a = self.source
         b = other.source if isinstance(other, TaggedInt) else repr(int(other))
         left, right = (b, a) if reflected else (a, b)
@@ -93,14 +103,75 @@ class TaggedInt(int):
 
 class TaggedFloat(float):
     """A float read from a module attribute, carrying the attribute's name and source;
-    or a float computed from a tagged int (``**``, ``/``), carrying its expression.
-    Arithmetic on it gives a plain float."""
+    or a float computed from tagged numbers, carrying its expression."""
 
     def __new__(cls, value: float, attr: str, source: str = "") -> TaggedFloat:
         obj = super().__new__(cls, value)
         obj.attr = attr
         obj.source = source or attribute_source(attr)
         return obj
+
+    def __add__(self, o: Any) -> Any:
+        return _float_op(self, o, "+")
+
+    def __radd__(self, o: Any) -> Any:
+        return _float_op(self, o, "+", True)
+
+    def __sub__(self, o: Any) -> Any:
+        return _float_op(self, o, "-")
+
+    def __rsub__(self, o: Any) -> Any:
+        return _float_op(self, o, "-", True)
+
+    def __mul__(self, o: Any) -> Any:
+        return _float_op(self, o, "*")
+
+    def __rmul__(self, o: Any) -> Any:
+        return _float_op(self, o, "*", True)
+
+    def __truediv__(self, o: Any) -> Any:
+        return _float_op(self, o, "/")
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return _float_op(self, o, "/", True)
+
+    def __pow__(self, o: Any, mod: Any = None) -> Any:
+        if mod is not None:
+            return NotImplemented
+        return _float_op(self, o, "**")
+
+    def __rpow__(self, o: Any) -> Any:
+        return _float_op(self, o, "**", True)
+
+    def __neg__(self) -> Any:
+        src = f"(-{self.source})"
+        return TaggedFloat(-float(self), src.replace("self.", "", 1), src)
+
+
+_FLOAT_OPS = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__,
+              "/": float.__truediv__, "**": float.__pow__}
+
+
+def _float_op(tagged: TaggedInt | TaggedFloat, other: Any, sym: str,
+              reflected: bool = False) -> Any:
+    """``tagged <sym> other`` (``other <sym> tagged`` when ``reflected``) with a float
+    result: a tagged float carrying the expression, computed as Python computes it at
+    run time (the operands as plain numbers, in the same order); NotImplemented for an
+    operand that is no number (a proxy, a tensor: its own operator decides)."""
+    if type(other) is bool or not isinstance(other, (int, float)):
+        return NotImplemented
+    a = tagged.source
+    b = other.source if isinstance(other, (TaggedInt, TaggedFloat)) else repr(plain(other))
+    left, right = (b, a) if reflected else (a, b)
+    x, y = (plain(other), plain(tagged)) if reflected else (plain(tagged), plain(other))
+    try:
+        v = x ** y if sym == "**" else _FLOAT_OPS[sym](float(x), y)
+    except ZeroDivisionError:
+        return NotImplemented  # Python's own operator raises it again, untagged
+    if type(v) is not float:  # complex (a negative base to a fractional power)
+        return v
+    src = f"({left} {sym} {right})"
+    return TaggedFloat(v, src.replace("self.", "", 1), src)
 
 
 def tag_attributes(model: nn.Module) -> nn.Module:

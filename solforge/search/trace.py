@@ -11,9 +11,10 @@ Iterating a shape (``b, s, _ = x.shape``) unrolls to the tensor's rank.
 Numbers the forward reads from its module (``self.eps``, ``self.scaling``,
 ``self.top_k``: every int and float attribute of the module tree) are tagged before the
 trace, so a constant that came straight from an attribute is emitted as that attribute
-(:class:`AttrRef`, printed ``self.top_k``), not as its value. Integer arithmetic (``+``,
-``-``, ``*``, ``//``) on tagged ints keeps a tag too, with its expression:
-``n_rep = self.heads // self.kv_heads`` is emitted as ``(self.heads // self.kv_heads)``.
+(:class:`AttrRef`, printed ``self.top_k``), not as its value. Arithmetic on tagged
+numbers keeps a tag too, with its expression (``tagged.py``):
+``n_rep = self.heads // self.kv_heads`` is emitted as ``(self.heads // self.kv_heads)``,
+``1 - self.top_p`` as ``(1 - self.top_p)``.
 
 What is still baked in at trace time (dtypes, ranks, numbers *computed* from attributes or
 sizes in Python, branches on them) is checked by **differential tracing**: the reference

@@ -319,3 +319,59 @@ def test_int_of_a_size_stays_a_trace_error_with_several_workloads(tmp_path):
     p = load_problem(problem)
     with pytest.raises(TraceError, match=r"int\(x.shape\[0\] / n\)"):
         trace_reference(p, import_file(p.path))
+
+
+THRESHOLD = '''
+import torch
+import torch.nn as nn
+
+SOLFORGE = {"precision": "fp32", "workloads": [
+    {"name": "seen", "params": {"top_p": 0.9, "limit": 7.0}, "cpu": True},
+    {"name": "held", "params": {"top_p": 0.5, "limit": 3.0}, "cpu": True, "visible": False}]}
+
+
+class Model(nn.Module):
+    def __init__(self, top_p=0.9, limit=7.0):
+        super().__init__()
+        self.top_p, self.limit = top_p, limit
+
+    def forward(self, x):
+        cum = x.softmax(-1).cumsum(-1)
+        return torch.where(cum <= 1 - self.top_p, 0.0, x.clamp(min=-self.limit,
+                                                              max=self.limit * 0.5))
+
+
+def get_inputs(top_p=0.9, limit=7.0):
+    return [4 * torch.randn(3, 16)]
+
+
+def get_init_inputs(top_p=0.9, limit=7.0):
+    return [top_p, limit]
+'''
+
+
+def test_float_arithmetic_on_attributes_stays_an_expression(tmp_path):
+    """top_p_filter_llama3's ``cum <= 1 - self.top_p`` was printed as ``<= 0.0999...``:
+    every visible workload had top_p 0.9, so the differential trace saw one constant, and
+    the held-out workload (top_p 0.5) got a wrong candidate. Float arithmetic on tagged
+    attributes now keeps its expression, evaluated to the same float when run."""
+    problem = tmp_path / "threshold.py"
+    problem.write_text(THRESHOLD)
+    p = load_problem(problem)
+    module = import_file(p.path)
+    tr = trace_reference(p, module)
+    src = forward_source(tr.graph, {})
+    assert "(1 - self.top_p)" in src and "(-self.limit)" in src, src
+    assert "(self.limit * 0.5)" in src, src
+    path = tmp_path / "traced.py"
+    path.write_text(standalone_file(problem="threshold", candidate="traced", summary="traced",
+                                    details=[], levers=[], reference_path=p.path,
+                                    imports=list(BASE_IMPORTS), forward=src))
+    solution = import_file(path)
+    cpu = torch.device("cpu")
+    for w in p.workloads:  # the held-out one above all: its attributes differ
+        args = init_args(module, dict(w.params))
+        ref = build_model(module.Model, args, cpu, True)
+        new = build_model(solution.ModelNew, args, cpu, True, ref.state_dict())
+        (x,) = make_inputs(module, dict(w.params), 0, "normal", cpu)
+        assert torch.equal(new(x), ref(x)), w.name
