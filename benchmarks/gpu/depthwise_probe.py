@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+from event_timing import interleaved_ms  # a sibling module: run from the repository root
 
 # (name, dtype, N, C, H (None: 1-D), W, K (kh, kw), mult, stride, padding, dilation, bias)
 SHAPES = [
@@ -39,17 +39,6 @@ SHAPES = [
     ("conformer_k31_fp16", torch.float16, 8, 1024, None, 499, (1, 31), 1, 1, 15, 1, False),
     ("mult2_dil2", torch.float32, 8, 32, 128, 128, (3, 3), 2, 1, 2, 2, True),
 ]
-
-
-def _time(fn, reps: int) -> float:
-    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        start[i].record()
-        fn()
-        end[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(start, end))
 
 
 def main() -> None:
@@ -85,14 +74,7 @@ def main() -> None:
                "equal": bool(torch.equal(r, y)),
                "max_abs_diff": float((r.float() - y.float()).abs().max()),
                "mismatches": int((r != y).sum())}
-        for _ in range(3):
-            ref(), lib()
-        t_ref, t_lib = [], []
-        for _ in range(3):  # interleaved rounds
-            t_ref.append(_time(ref, a.reps))
-            t_lib.append(_time(lib, a.reps))
-        row["torch_ms"] = min(t_ref)
-        row["library_ms"] = min(t_lib)
+        row["torch_ms"], row["library_ms"] = interleaved_ms(ref, lib, a.reps, warmup=3)
         row["speedup"] = row["torch_ms"] / row["library_ms"]
         moved = x.numel() * x.element_size() + r.numel() * r.element_size()
         row["library_gb_s"] = moved / row["library_ms"] / 1e6

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import torch
+from event_timing import interleaved_ms  # a sibling module: run from the repository root
 
 BIG = (32768, 32768)
 # (name, op, shape, dim, dtype, form: "" | "mask" | "reverse" | "exclusive")
@@ -40,17 +40,6 @@ CASES = [
     ("long_rows_2", "sum", (2, 1 << 22), -1, torch.float32, ""),
     ("top_p_rows_8", "sum", (8, 128256), -1, torch.float32, ""),  # few rows of a vocabulary
 ]
-
-
-def _time(fn, reps: int) -> float:
-    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        start[i].record()
-        fn()
-        end[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(start, end))
 
 
 def _eager(x, m, dim, op, form):
@@ -103,13 +92,7 @@ def main() -> None:
         for kern in (scan._scan_rows, scan._scan_cols):
             if getattr(kern, "best_config", None) is not None:
                 row.setdefault("configs", []).append(str(kern.best_config))
-        for _ in range(2):
-            ref(), lib()
-        t_ref, t_lib = [], []
-        for _ in range(3):  # interleaved rounds
-            t_ref.append(_time(ref, a.reps))
-            t_lib.append(_time(lib, a.reps))
-        row["torch_ms"], row["library_ms"] = min(t_ref), min(t_lib)
+        row["torch_ms"], row["library_ms"] = interleaved_ms(ref, lib, a.reps, warmup=2)
         row["speedup"] = row["torch_ms"] / row["library_ms"]
         moved = x.numel() * x.element_size() * 2 + (m.numel() if m is not None else 0)
         row["library_gb_s"] = moved / row["library_ms"] / 1e6
