@@ -21,7 +21,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from event_timing import interleaved_ms  # a sibling module: run from the repository root
+from event_timing import add_speeds, interleaved_ms  # a sibling module: run from the repository root
 
 # (name, dtype, N, C, H (None: 1-D), W, K (kh, kw), mult, stride, padding, dilation, bias)
 SHAPES = [
@@ -75,10 +75,8 @@ def main() -> None:
                "max_abs_diff": float((r.float() - y.float()).abs().max()),
                "mismatches": int((r != y).sum())}
         row["torch_ms"], row["library_ms"] = interleaved_ms(ref, lib, a.reps, warmup=3)
-        row["speedup"] = row["torch_ms"] / row["library_ms"]
         moved = x.numel() * x.element_size() + r.numel() * r.element_size()
-        row["library_gb_s"] = moved / row["library_ms"] / 1e6
-        row["torch_gb_s"] = moved / row["torch_ms"] / 1e6
+        add_speeds(row, moved)
         out["shapes"].append(row)
         print(f"{name:20s} equal={row['equal']!s:5} maxdiff={row['max_abs_diff']:.2e} "
               f"torch {row['torch_ms']:.3f} ms ({row['torch_gb_s']:.0f} GB/s)  "

@@ -38,3 +38,11 @@ def interleaved_ms(ref: Callable[[], object], lib: Callable[[], object], reps: i
         t_ref.append(median_ms(ref, reps))
         t_lib.append(median_ms(lib, reps))
     return min(t_ref), min(t_lib)
+
+
+def add_speeds(row: dict, moved_bytes: int) -> None:
+    """``speedup`` (``torch_ms / library_ms``) and each side's GB/s over ``moved_bytes``,
+    into a probe's ``row`` holding ``torch_ms`` and ``library_ms``."""
+    row["speedup"] = row["torch_ms"] / row["library_ms"]
+    row["library_gb_s"] = moved_bytes / row["library_ms"] / 1e6
+    row["torch_gb_s"] = moved_bytes / row["torch_ms"] / 1e6

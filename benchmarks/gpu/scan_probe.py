@@ -22,7 +22,7 @@ import json
 import time
 
 import torch
-from event_timing import interleaved_ms  # a sibling module: run from the repository root
+from event_timing import add_speeds, interleaved_ms  # a sibling module: run from the repository root
 
 BIG = (32768, 32768)
 # (name, op, shape, dim, dtype, form: "" | "mask" | "reverse" | "exclusive")
@@ -93,10 +93,8 @@ def main() -> None:
             if getattr(kern, "best_config", None) is not None:
                 row.setdefault("configs", []).append(str(kern.best_config))
         row["torch_ms"], row["library_ms"] = interleaved_ms(ref, lib, a.reps, warmup=2)
-        row["speedup"] = row["torch_ms"] / row["library_ms"]
         moved = x.numel() * x.element_size() * 2 + (m.numel() if m is not None else 0)
-        row["library_gb_s"] = moved / row["library_ms"] / 1e6
-        row["torch_gb_s"] = moved / row["torch_ms"] / 1e6
+        add_speeds(row, moved)
         out["cases"].append(row)
         print(f"{name:16s} equal={row['equal']!s:5} mismatches={row['mismatches']} "
               f"torch {row['torch_ms']:.3f} ms ({row['torch_gb_s']:.0f} GB/s)  "

@@ -113,15 +113,20 @@ def test_numbers_computed_from_attributes_stay_expressions(tmp_path):
     """attention_block_llama3's n_rep = heads // kv_heads (2 or 4 by workload) and its
     scale head_dim ** -0.5 failed the differential trace as differing constants, so it
     got no rewrite: integer arithmetic on attributes now keeps its expression."""
-    problem = tmp_path / "grouped.py"
-    problem.write_text(GROUPED)
-    p = load_problem(problem)
-    module = import_file(p.path)
-    tr = trace_reference(p, module)
-    src = forward_source(tr.graph, {})
+    p, module, src = _printed(tmp_path, "grouped", GROUPED)
     assert "(self.heads // self.kv_heads)" in src and "(self.dim ** -0.5)" in src, src
     assert "((self.heads - 1) * 2)" in src, src
     _computes_the_reference_everywhere(tmp_path, p, module, src)
+
+
+def _printed(tmp_path, name, text):
+    """(problem, its module, its traced graph printed as a ``forward``) of a problem file
+    written from ``text``."""
+    problem = tmp_path / f"{name}.py"
+    problem.write_text(text)
+    p = load_problem(problem)
+    module = import_file(p.path)
+    return p, module, forward_source(trace_reference(p, module).graph, {})
 
 
 def _computes_the_reference_everywhere(tmp_path, p, module, src):
@@ -363,12 +368,7 @@ def test_float_arithmetic_on_attributes_stays_an_expression(tmp_path):
     every visible workload had top_p 0.9, so the differential trace saw one constant, and
     the held-out workload (top_p 0.5) got a wrong candidate. Float arithmetic on tagged
     attributes now keeps its expression, evaluated to the same float when run."""
-    problem = tmp_path / "threshold.py"
-    problem.write_text(THRESHOLD)
-    p = load_problem(problem)
-    module = import_file(p.path)
-    tr = trace_reference(p, module)
-    src = forward_source(tr.graph, {})
+    p, module, src = _printed(tmp_path, "threshold", THRESHOLD)
     assert "(1 - self.top_p)" in src and "(-self.limit)" in src, src
     assert "(self.limit * 0.5)" in src, src
     _computes_the_reference_everywhere(tmp_path, p, module, src)  # the held-out one too
