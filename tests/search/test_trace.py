@@ -372,3 +372,20 @@ def test_float_arithmetic_on_attributes_stays_an_expression(tmp_path):
     assert "(1 - self.top_p)" in src and "(-self.limit)" in src, src
     assert "(self.limit * 0.5)" in src, src
     _computes_the_reference_everywhere(tmp_path, p, module, src)  # the held-out one too
+
+
+def test_the_visible_workloads_graph_is_every_workload_s():
+    """A candidate is generated from the visible workloads' trace and judged on every
+    workload: traced on all of them (held-out ones, GPU-sized ones on meta), each corpus
+    problem gives the same printed graph. A constant baked in from the visible workloads
+    (top_p_filter_llama3's ``1 - self.top_p``, all visible at 0.9) differs there."""
+    checked = 0
+    for p in builtin_problems():
+        if p.name in UNTRACEABLE:
+            continue
+        module = import_file(p.path)
+        seen = forward_source(trace_reference(p, module).graph, {})
+        every = forward_source(trace_reference(p, module, list(p.workloads)).graph, {})
+        assert every == seen, p.name
+        checked += 1
+    assert checked >= 40
