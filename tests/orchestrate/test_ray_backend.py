@@ -33,6 +33,13 @@ def _verdicts(run: Run) -> dict[str, str]:
     return {r.problem: r.status.value for r in run.verdicts()}
 
 
+def _why(run: Run) -> list[tuple[str, str, str, str]]:
+    """Every evaluation of the run as (problem, kind, status, message): what a failed
+    verdict comparison prints."""
+    return [(r["problem"], r["kind"], r["record"]["status"],
+             (r["record"].get("message") or "")[:400]) for r in run.ledger.evaluations()]
+
+
 def _evaluations(run: Run) -> Counter:
     return Counter((r["problem"], r["kind"], r["record"]["status"])
                    for r in run.ledger.evaluations())
@@ -98,8 +105,9 @@ def test_ray_run_survives_a_killed_judge_actor_and_matches_the_local_run(tmp_pat
 
     local_result, local = _search_run(tmp_path, "local", LocalBackend())
     assert local_result.status == "finished", local_result.reason
-    assert _verdicts(run) == _verdicts(local) == {"kb_relu": "PASSED",
-                                                  "tiny_linear": "PASSED"}
+    passed = {"kb_relu": "PASSED", "tiny_linear": "PASSED"}
+    assert _verdicts(run) == passed, _why(run)
+    assert _verdicts(local) == passed, _why(local)
     assert _evaluations(run) == _evaluations(local)
 
 
