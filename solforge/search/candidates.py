@@ -225,7 +225,8 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
       lever on such a problem's bound, and the dearest of the library's: cheaper ones
       that leave the GEMM on the SIMT units took KernelBench ``99_Matmul_GELU_Softmax``'s
       40 s before it, and the problem kept 1.00x where the 3xTF32 candidate had given
-      1.44x (benchmarks/results/2026-12-06-h100-s23).
+      1.44x (benchmarks/results/2026-12-06-h100-s23). Those compiled around
+      (``<...>+compile``) too, unless the next point holds.
     - torch.compile's baseline failed the problem's tolerance on every timed workload
       (``compile_out_of_tolerance``): the compiled candidates come after every other
       (before the graphs). They round as the baseline does and would fail as it did;
@@ -250,10 +251,13 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
             return 2
         if "lowp_tensor_cores" in c.levers:
             return 0
+        compiled = "compile" in c.levers
+        if compiled and demote:
+            return 1.5
         if gemm_bound and F32X3_KIND in c.name.split("+"):
             return 0
-        if "compile" in c.levers:
-            return 1.5 if demote else 0 if promote and c.cost <= cheap else 1
+        if compiled:
+            return 0 if promote and c.cost <= cheap else 1
         return 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))

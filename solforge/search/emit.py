@@ -225,13 +225,17 @@ def subclass_file(*, problem: str, candidate: str, summary: str, details: list[s
 
 def standalone_file(*, problem: str, candidate: str, summary: str, details: list[str],
                     levers: list[str], reference_path: Path, imports: list[str],
-                    forward: str, decorators: list[str] = ()) -> str:
+                    forward: str, decorators: list[str] = (),
+                    prelude: list[str] = ()) -> str:
     """A file that needs nothing of the problem's: the reference's constructor copied
     (:func:`copy_reference_class`, so parameter names and initialisation are the same)
-    and ``forward`` given here (decorated with ``decorators``)."""
+    and ``forward`` given here (decorated with ``decorators``); ``prelude``: lines put
+    right after the imports."""
     copied = copy_reference_class(reference_path)
     lines = [_docstring(problem, candidate, summary, details, levers, imports), ""]
     lines += _import_block([*imports, *copied.imports])
+    if prelude:
+        lines += ["", *prelude]
     origin = Path(reference_path).name
     lines += ["", "", f"# the constructor and what it needs are the reference's ({origin}),",
               "# so parameters keep their names"]

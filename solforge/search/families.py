@@ -17,7 +17,8 @@ family             candidates                                                   
                    coordinate-descent tuning, freezing, max-autotune's templates      see inductor.py
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
                    all matches together; on a GPU also each kind alone when there      has a pattern
-                   are several; SDPA-only rewrites also under compile; CUDA graphs
+                   are several; the rewrite under compile (library calls left out of
+                   the compiled graphs; GPU only where they are Triton's); CUDA graphs
                    of the rewrite (GPU); FP8/int8/16-bit GEMMs also on their own tensor
                    cores (GPU, ``library:lowp_tensor_cores``)
 =================  ================================================================  ==========
@@ -34,8 +35,8 @@ The evaluator's primary figure is device kernel time, which launch gaps do not c
 graphs show their gain in per-call latency, and in kernel time only where a replayed
 graph runs its kernels faster; their copies in and out count against them.
 
-Not covered: combining library kernels with ``torch.compile`` (Triton launches inside a
-compiled graph are left to a later version); explicit Triton configs beyond the
+Not covered: Triton launches traced into a compiled graph (a compiled rewrite runs each
+library call as a graph break, ``_compiled_around``); explicit Triton configs beyond the
 library's own ``@triton.autotune`` lists; CUDA graphs of a forward that cannot be captured
 for a reason its source does not show (its candidate fails and the family stops; a forward
 that reads tensor values on the host gets no graph candidate).
@@ -166,13 +167,23 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
                            (f" as {names[c]}" if names[c] != c.name else ""))
     forward = forward_source(graph, names)
     decos, extra = wrap.decorators()
+    opaque = sorted(n for c, n in names.items() if c.module == LIBRARY_MODULE)
+    prelude = []
+    if opaque and (wrap.compile_mode is not None or wrap.compile_options):
+        # Dynamo does not trace the library's launch code (autotuners with pruning, shape
+        # heuristics, fallbacks): each call is a graph break, run as it is, and Inductor
+        # compiles the graph between them
+        prelude = ["# compiled around, not through: each library call runs as it is (a graph",
+                   "# break) and TorchInductor fuses the work between them",
+                   *(f"{n} = torch.compiler.disable({n})" for n in opaque)]
     if "F." in forward:
         imports.append("import torch.nn.functional as F")
     if re.search(r"\bmath\.", forward):
         imports.append("import math")
     source = standalone_file(problem=ctx.problem.name, candidate=name, summary=summary,
                              details=details, levers=levers, reference_path=ctx.problem.path,
-                             imports=imports + extra, forward=forward, decorators=decos)
+                             imports=imports + extra, forward=forward, decorators=decos,
+                             prelude=prelude)
     return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
                      reasoning=reasoning, parent=parent,
                      language="triton" if any(c.module == LIBRARY_MODULE for c in names)
@@ -414,6 +425,9 @@ def _variant_candidates(ctx: SearchContext, base: str | None):
     if c is None:
         return
     yield c
+    compiled = _compiled_around(ctx, [*others, *variants], name, extra_cost=_VARIANT_COST)
+    if compiled is not None:
+        yield compiled
     g = _library_candidate(ctx, [*others, *variants], f"{name}+cuda_graphs", name,
                            wrap=Wrap(cuda_graphs=True), extra_levers=("cuda_graphs",),
                            extra_cost=_VARIANT_COST + COST["graphs"],
@@ -422,6 +436,27 @@ def _variant_candidates(ctx: SearchContext, base: str | None):
                                      "launch gaps between the kernels.")
     if g is not None:
         yield g
+
+
+def _compiled_around(ctx: SearchContext, matches: list[Match], base: str,
+                     extra_cost: float = 0.0) -> Candidate | None:
+    """``<base>+compile``: the rewrite under ``torch.compile``, which fuses the reference's
+    own operations around the rewritten calls (a GEMM's scale, mask and activation after
+    it, the copies of its transposes). Library (Triton) calls are left out of the
+    compiled graphs (``torch.compiler.disable``: a graph break each, run as they are;
+    ``make_candidate``): KernelBench's ``50_ReLUSelfAttention`` ran its 3xTF32 GEMMs with
+    three eager passes over the 805 MB attention matrix between them, 0.71x of Inductor's
+    fused program (benchmarks/results/2026-12-07-h100-s30).
+
+    Not covered: fusing into the library's kernels (Inductor sees them as opaque); CUDA
+    graphs of the compiled rewrite."""
+    triton = any(m.language == "triton" for m in matches)
+    return _library_candidate(
+        ctx, matches, f"{base}+compile", base, wrap=Wrap(compile_mode="default"),
+        extra_levers=("compile",),
+        extra_cost=extra_cost + COST["compile_gpu" if ctx.gpu else "compile_cpu"],
+        extra_why=" Compile fuses what is around the rewritten calls" +
+                  (", which it runs as they are (a graph break each)." if triton else "."))
 
 
 def _capability(device: str) -> tuple[int, int] | None:
@@ -455,12 +490,8 @@ def _base_candidates(ctx: SearchContext):
         c = _native_lowp_candidate(ctx, base)
         if c is not None:
             yield c
-    if not triton:
-        c = _library_candidate(ctx, ctx.matches, f"{base}+compile", base,
-                               wrap=Wrap(compile_mode="default"), extra_levers=("compile",),
-                               extra_cost=COST["compile_gpu" if ctx.gpu else "compile_cpu"],
-                               extra_why=" Compile fuses what is around the rewritten "
-                                         "calls.")
+    if not triton or ctx.gpu:  # Triton kernels under the CPU's interpreter: not worth it
+        c = _compiled_around(ctx, ctx.matches, base)
         if c is not None:
             yield c
     if ctx.gpu:

@@ -314,6 +314,91 @@ def test_the_candidate_computes_the_reference(tmp_path):
         torch.testing.assert_close(new(x), ref(x), rtol=1e-5, atol=1e-6)
 
 
+SCALED_ATTENTION = """
+    class Model(nn.Module):
+        def __init__(self, d, t):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+            self.register_buffer("mask", torch.tril(torch.ones(t, t)).view(1, t, t))
+            self.d = d
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).split(self.d, dim=2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / {scale})
+            att = F.relu(att.masked_fill(self.mask[:, :x.size(1), :x.size(1)] == 0, -1e9))
+            return (att @ v).transpose(1, 2).contiguous()
+
+    batch, t, d = {batch}, {t}, {d}
+
+    def get_inputs():
+        return [torch.randn(batch, t, d)]
+
+    def get_init_inputs():
+        return [d, t]
+"""
+
+
+def _relu_attention(tmp_path: Path) -> Path:
+    return _file(tmp_path, "relu_att", SCALED_ATTENTION.format(batch=16, t=1024, d=768,
+                                                                scale=16.0))
+
+
+def test_the_3xtf32_rewrite_is_also_compiled_around(tmp_path):
+    """KernelBench's ``50_ReLUSelfAttention`` (session 30, H100): the 3xTF32 GEMMs with the
+    scale, mask and ReLU between them as four eager passes ran at 0.71x of Inductor's
+    fused program; ``f32x3_gemm+compile`` has compile fuse them, the library's calls left
+    out of its graphs. Triton rewrites are compiled around on a GPU only."""
+    ctx = search_context(load_problem(_relu_attention(tmp_path)), "cuda")
+    assert ctx.trace_error is None and not ctx.matches and len(ctx.variant_matches) == 3
+    cands = {c.name: c for c in generate_candidates(ctx)[0]}
+    plain, compiled = cands["f32x3_gemm"], cands["f32x3_gemm+compile"]
+    assert compiled.parent == "f32x3_gemm" and compiled.family == "library"
+    assert "compile" in compiled.levers and "compile" not in plain.levers
+    assert compiled.cost > plain.cost
+    head, forward = compiled.source.split("def forward")
+    assert "@torch.compile(mode='default')" in head and "torch.compile" not in plain.source
+    assert ("linear_f32x3 = torch.compiler.disable(linear_f32x3)" in head and
+            "matmul_f32x3 = torch.compiler.disable(matmul_f32x3)" in head)
+    assert forward == plain.source.split("def forward")[1]  # the same rewritten graph
+    # the MLP's base rewrite (a Triton softmax) and its 3xTF32 form, each compiled around
+    mlp = {c.name: c for c in generate_candidates(search_context(
+        load_problem(_big_mlp(tmp_path)), "cuda"))[0]}
+    assert mlp["library+compile"].parent == "library"
+    assert "softmax = torch.compiler.disable(softmax)" in mlp["library+compile"].source
+    assert mlp["library+f32x3_gemm+compile"].parent == "library+f32x3_gemm"
+    # a CPU runs Triton under the interpreter: no compiled Triton rewrite there
+    small = _file(tmp_path, "small", MLP.format(batch=64, d_in=64, d_hidden=128, d_out=64))
+    cpu = [c.name for c in generate_candidates(search_context(load_problem(small), "cpu"))[0]]
+    assert "library" in cpu and not [n for n in cpu if n.startswith("library+compile")]
+
+
+def test_the_compiled_around_rewrite_runs_the_library_as_it_is(tmp_path):
+    """The file torch.compile runs on a CPU (the kernels under the interpreter): the
+    reference's output, with each library call a graph break of Dynamo's rather than
+    traced into its graphs."""
+    from torch._dynamo.utils import counters
+
+    ctx = search_context(load_problem(_relu_attention(tmp_path)), "cuda")
+    c = next(c for c in generate_candidates(ctx)[0] if c.name == "f32x3_gemm+compile")
+    sol = tmp_path / "cand.py"
+    sol.write_text(c.source)
+    torch.manual_seed(0)
+    ref = import_file(tmp_path / "relu_att.py").Model(24, 12)
+    new = import_file(sol).ModelNew(24, 12)
+    new.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 9, 24)
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        with torch.no_grad():
+            got, want = new(x), ref(x)
+        breaks = sum(counters["graph_break"].values())
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert breaks >= 3, dict(counters["graph_break"])  # one per library call
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_matmul_f32x3_is_fp32_accurate():
     """On a GPU: 3xTF32 within an fp32 GEMM's own error of a float64 product, and TF32
