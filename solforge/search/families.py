@@ -11,8 +11,8 @@ family             candidates                                                   
                    compiled forward (``runtime.CudaGraphed``)
 ``tf32``           fp32 matmul/conv on TF32 tensor cores; with and without compile   tf32-class problems
                                                                                       with a matmul or conv
-``conv``           cuDNN autotuning (GPU); channels-last weights and inputs, with    problems with a
-                   and without compile                                                convolution
+``conv``           cuDNN autotuning (GPU), with and without compile; channels-last   problems with a
+                   (NHWC or NDHWC) weights and inputs, with and without compile       convolution
 ``inductor``       TorchInductor settings beyond the modes (``inductor.py``):         every problem;
                    coordinate-descent tuning, freezing, max-autotune's templates      see inductor.py
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
@@ -85,7 +85,8 @@ class Wrap:
     tf32: bool = False
     cudnn_benchmark: bool = False
     blas: str | None = None  # preferred BLAS library during the forward
-    channels_last: bool = False
+    channels_last: bool = False  # 4-D weights and inputs in NHWC order
+    channels_last_3d: bool = False  # 5-D weights and inputs in NDHWC order
 
     def empty(self) -> bool:
         return self == Wrap()
@@ -109,12 +110,13 @@ class Wrap:
         return decos, imports
 
 
-def _four_d_inputs(ctx: SearchContext) -> list[str] | None:
-    """Names of forward's inputs that are 4-D tensors (None: unknown, untraced)."""
+def _inputs_of_rank(ctx: SearchContext, rank: int) -> list[str] | None:
+    """Names of forward's inputs that are tensors of ``rank`` dims (None: unknown,
+    untraced)."""
     if ctx.traced is None:
         return None
     return [str(n.target) for n in ctx.traced.graph.nodes if n.op == "placeholder"
-            and getattr(n.meta.get("val"), "ndim", 0) == 4]
+            and getattr(n.meta.get("val"), "ndim", 0) == rank]
 
 
 def _subclass_body(ctx: SearchContext, wrap: Wrap) -> tuple[str, list[str]]:
@@ -125,19 +127,29 @@ def _subclass_body(ctx: SearchContext, wrap: Wrap) -> tuple[str, list[str]]:
     params, call_args = forward_signature(ctx.module.Model)
     decos, imports = wrap.decorators()
     lines = []
-    if wrap.channels_last:
+    if wrap.channels_last or wrap.channels_last_3d:
         lines += ["def __init__(self, *args, **kwargs):",
-                  "    super().__init__(*args, **kwargs)",
-                  "    # conv weights in NHWC order; the state-dict copy keeps their layout",
-                  "    self.to(memory_format=torch.channels_last)", ""]
+                  "    super().__init__(*args, **kwargs)"]
+    if wrap.channels_last:
+        lines += ["    # conv weights in NHWC order; the state-dict copy keeps their layout",
+                  "    self.to(memory_format=torch.channels_last)"]
+    if wrap.channels_last_3d:
+        imports.append("from solforge.search.runtime import channels_last_3d_weights")
+        lines += ["    # 3-D conv weights in NDHWC order; the state-dict copy keeps their layout",
+                  "    channels_last_3d_weights(self)"]
+    if wrap.channels_last or wrap.channels_last_3d:
+        lines.append("")
     lines += [f"@{d}" for d in decos]
     lines.append(f"def forward({params}):")
-    if wrap.channels_last:
-        imports.append("from solforge.search.runtime import channels_last")
-        four_d = _four_d_inputs(ctx)
-        names = [a.strip() for a in call_args.split(",") if a.strip()]
-        for name in names if four_d is None else [n for n in names if n in four_d]:
-            lines.append(f"    {name} = channels_last({name})")
+    names = [a.strip() for a in call_args.split(",") if a.strip()]
+    for on, rank, fn in ((wrap.channels_last, 4, "channels_last"),
+                         (wrap.channels_last_3d, 5, "channels_last_3d")):
+        if not on:
+            continue
+        imports.append(f"from solforge.search.runtime import {fn}")
+        ranked = _inputs_of_rank(ctx, rank)
+        for name in names if ranked is None else [n for n in names if n in ranked]:
+            lines.append(f"    {name} = {fn}({name})")
     lines.append(f"    return super().forward({call_args})")
     return "\n".join(lines), imports
 
@@ -272,37 +284,56 @@ def tf32_family(ctx: SearchContext):
 
 
 def conv_family(ctx: SearchContext):
+    """cuDNN's algorithms by timing (GPU), alone and under compile; the weights and inputs
+    of 2-D or 3-D convolutions in channels-last order, alone and under compile (not
+    for a reference with both ranks: ``Module.to`` takes one order for 4-D and 5-D
+    tensors alike)."""
     kinds = conv_kinds(ctx)
     if not kinds:
         return
     bench = ctx.gpu
+    compiled = COST["compile_gpu" if ctx.gpu else "compile_cpu"]
     if bench:
+        details = ["torch.backends.cudnn.benchmark during the forward: the first call of a",
+                   "shape times cuDNN's algorithms and keeps the fastest."]
+        why = ("cuDNN's default heuristic often misses the fastest algorithm for a given "
+               "shape; timing them once per shape finds it.")
         yield make_candidate(
             ctx, name="cudnn_benchmark", family="conv",
             summary="cuDNN picks each convolution's algorithm by timing them",
-            details=["torch.backends.cudnn.benchmark during the forward: the first call of a",
-                     "shape times cuDNN's algorithms and keeps the fastest."],
-            levers=["cudnn_benchmark"], cost=COST["flags"], wrap=Wrap(cudnn_benchmark=True),
-            reasoning="cuDNN's default heuristic often misses the fastest algorithm for a "
-                      "given shape; timing them once per shape finds it.")
-    if 2 not in kinds:
+            details=details, levers=["cudnn_benchmark"], cost=COST["flags"],
+            wrap=Wrap(cudnn_benchmark=True), reasoning=why)
+        # Inductor leaves convolutions to ATen, which reads the switch when the compiled
+        # program runs: its fused epilogues with the timed algorithm (KernelBench's 3-D
+        # convolutions kept torch.compile at 1.00x, benchmarks/results/2026-12-07-h100-s30)
+        yield make_candidate(
+            ctx, name="cudnn_benchmark+compile", family="conv", parent="cudnn_benchmark",
+            summary="cuDNN's algorithms by timing, the rest compiled by TorchInductor",
+            details=details, levers=["cudnn_benchmark", "compile"], cost=compiled + 1,
+            wrap=Wrap(cudnn_benchmark=True, compile_mode="default"),
+            reasoning=why + " Compile fuses the work after the convolutions.")
+    if 2 in kinds and 3 in kinds or not kinds & {2, 3}:
         return
+    three = 3 in kinds
+    name = "channels_last_3d" if three else "channels_last"
     levers = ["channels_last"] + (["cudnn_benchmark"] if bench else [])
-    details = ["Conv weights and 4-D inputs in NHWC memory order: tensor-core convolutions",
-               "(and oneDNN on a CPU) work in NHWC natively, so no layout transposes."]
-    yield make_candidate(ctx, name="channels_last", family="conv",
+    order = "NDHWC" if three else "NHWC"
+    details = [f"Conv weights and {5 if three else 4}-D inputs in {order} memory order: "
+               "tensor-core convolutions",
+               f"(and oneDNN on a CPU) work in {order} natively, so no layout transposes."]
+    layout = {"channels_last_3d": three, "channels_last": not three}
+    yield make_candidate(ctx, name=name, family="conv",
                          parent="cudnn_benchmark" if bench else None,
-                         summary="convolutions in channels-last (NHWC) memory order",
+                         summary=f"convolutions in channels-last ({order}) memory order",
                          details=details, levers=levers, cost=COST["channels_last"],
-                         wrap=Wrap(channels_last=True, cudnn_benchmark=bench),
-                         reasoning="NCHW convolutions pay for transposes around NHWC "
-                                   "kernels; channels-last weights and inputs remove them.")
-    yield make_candidate(ctx, name="channels_last+compile", family="conv", parent="channels_last",
+                         wrap=Wrap(cudnn_benchmark=bench, **layout),
+                         reasoning=f"{'NCDHW' if three else 'NCHW'} convolutions pay for "
+                                   f"transposes around {order} kernels; channels-last "
+                                   "weights and inputs remove them.")
+    yield make_candidate(ctx, name=f"{name}+compile", family="conv", parent=name,
                          summary="channels-last convolutions, the rest compiled by TorchInductor",
-                         details=details, levers=levers + ["compile"],
-                         cost=COST["compile_gpu" if ctx.gpu else "compile_cpu"] + 2,
-                         wrap=Wrap(channels_last=True, cudnn_benchmark=bench,
-                                   compile_mode="default"),
+                         details=details, levers=levers + ["compile"], cost=compiled + 2,
+                         wrap=Wrap(cudnn_benchmark=bench, compile_mode="default", **layout),
                          reasoning="Channels-last convolutions, and compile fuses the "
                                    "normalisation and activation work after them.")
 

@@ -1,5 +1,5 @@
 """Small runtime pieces the generated solutions import: backend flags, channels-last
-inputs, CUDA-graph replay (a class and a ``forward`` decorator), the low-precision GEMMs
+inputs and 3-D conv weights, CUDA-graph replay (a class and a ``forward`` decorator), the low-precision GEMMs
 of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with a TF32 fallback), the
 masked attention of ``patterns/attention.py`` (:func:`masked_sdpa`) and the rows
 ``nn.MultiheadAttention`` leaves without keys (:func:`nan_where_no_key`,
@@ -166,6 +166,24 @@ def channels_last(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and x.dim() == 4:
         return x.contiguous(memory_format=torch.channels_last)
     return x
+
+
+def channels_last_3d(x: Any) -> Any:
+    """A 5-D tensor in NDHWC memory order (a copy when it is not already); anything else
+    as it is."""
+    if isinstance(x, torch.Tensor) and x.dim() == 5:
+        return x.contiguous(memory_format=torch.channels_last_3d)
+    return x
+
+
+def channels_last_3d_weights(module: torch.nn.Module) -> None:
+    """Every 5-D parameter and buffer of ``module`` in NDHWC memory order, in place; other
+    ranks as they are (``Module.to(memory_format=torch.channels_last_3d)`` refuses a
+    module that also holds 4-D ones). A state-dict copy into them keeps the order."""
+    with torch.no_grad():
+        for t in [*module.parameters(), *module.buffers()]:
+            if t.dim() == 5:
+                t.data = t.data.contiguous(memory_format=torch.channels_last_3d)
 
 
 def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -90,13 +90,14 @@ def test_conv_candidates_only_for_convolutions(corpus):
     for (p, d), got in conv.items():
         if p not in convolutions:
             assert got == [], p
-    # channels-last is for 2-D convolutions; cuDNN autotuning only where cuDNN runs
+    # channels-last is for 2-D (and 3-D) convolutions; cuDNN autotuning only where cuDNN
+    # runs, alone and under compile
     assert conv["conv_groupnorm_silu_sd_unet", "cpu"] == ["channels_last",
                                                            "channels_last+compile"]
     assert conv["conv_groupnorm_silu_sd_unet", "cuda"] == [
-        "cudnn_benchmark", "channels_last", "channels_last+compile"]
+        "cudnn_benchmark", "channels_last", "cudnn_benchmark+compile", "channels_last+compile"]
     assert conv["whisper_conv_frontend", "cpu"] == []
-    assert conv["whisper_conv_frontend", "cuda"] == ["cudnn_benchmark"]
+    assert conv["whisper_conv_frontend", "cuda"] == ["cudnn_benchmark", "cudnn_benchmark+compile"]
 
 
 def test_library_candidates_per_pattern_kind(corpus):
