@@ -33,11 +33,16 @@ def _verdicts(run: Run) -> dict[str, str]:
     return {r.problem: r.status.value for r in run.verdicts()}
 
 
-def _why(run: Run) -> list[tuple[str, str, str, str]]:
-    """Every evaluation of the run as (problem, kind, status, message): what a failed
-    verdict comparison prints."""
-    return [(r["problem"], r["kind"], r["record"]["status"],
+def _why(run: Run) -> list[tuple[str, ...]]:
+    """Every evaluation of the run as (problem, kind, status, judge fault, message), and
+    how its units and workers ended: what a failed verdict comparison prints."""
+    rows = [(r["problem"], r["kind"], r["record"]["status"],
+             (r["record"].get("judge_fault") or "")[:200],
              (r["record"].get("message") or "")[:400]) for r in run.ledger.evaluations()]
+    ends = ("worker_finished", "unit_failed", "final_verification", "winner_rejected")
+    rows += [(e["problem"], e["kind"], str(e.get("data"))[:400])
+             for e in run.ledger.events() if e["kind"] in ends]
+    return rows
 
 
 def _evaluations(run: Run) -> Counter:
