@@ -21,7 +21,8 @@ sizes in Python, branches on them) is checked by **differential tracing**: the r
 is traced once per visible workload (the workloads an agent sees) and the graphs must
 agree node for node. A constant that differs between workloads must be the same
 attribute expression in every workload, or equal one numeric attribute in every workload,
-and becomes it; anything else fails the trace with the reason.
+and becomes it; anything else fails the trace with the reason (the comparison:
+``align.py``).
 
 Why not ``torch.export`` or a dynamo graph: both capture for given shapes (specialised or
 guarded symbols) and lift parameters into graph inputs; the emitted solution must stay one
@@ -80,13 +81,7 @@ from torch.overrides import TorchFunctionMode
 
 from solforge.problems import gen
 from solforge.problems.spec import Problem, Workload, call_with_params
-from solforge.search.tagged import (
-    TaggedFloat,
-    TaggedInt,
-    attribute_source,
-    plain,
-    tag_attributes,
-)
+from solforge.search.tagged import attribute_source, tag_attributes
 
 
 class TraceError(RuntimeError):
@@ -478,77 +473,6 @@ def _trace_workload(module: ModuleType, w: Workload, train_mode: bool, specialis
     return graph, model
 
 
-def _scalar_attributes(model: nn.Module) -> dict[str, Any]:
-    """Every int/float attribute of the module tree, by qualified name."""
-    out: dict[str, Any] = {}
-    for prefix, mod in model.named_modules():
-        for k, v in vars(mod).items():
-            if k.startswith("_") or k == "training" or isinstance(v, bool):
-                continue
-            if isinstance(v, (int, float)):
-                out[f"{prefix}.{k}" if prefix else k] = plain(v)
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    a, b = plain(a), plain(b)
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return type(a) is type(b) and a == b
-
-
-class _Aligner:
-    """Compares one node's arguments across workloads; maps differing constants."""
-
-    def __init__(self, attrs: list[dict[str, Any]]) -> None:
-        self.attrs = attrs
-
-    def attribute_for(self, values: list[Any]) -> str | None:
-        names = [k for k in self.attrs[0]
-                 if all(k in a and _same(a[k], v) for a, v in zip(self.attrs, values))]
-        if not names:
-            return None
-        # the shortest name: an attribute of the root before one of a submodule
-        return min(names, key=lambda n: (n.count("."), len(n)))
-
-    def merge(self, items: list[Any], where: str) -> Any:
-        first = items[0]
-        if isinstance(first, fx.Node):
-            if not all(isinstance(x, fx.Node) and x.name == first.name for x in items):
-                raise TraceError(f"{where}: the graph's data flow differs between workloads")
-            return first
-        if isinstance(first, (tuple, list)):
-            if not all(type(x) is type(first) and len(x) == len(first) for x in items):
-                raise TraceError(f"{where}: an argument's length differs between workloads "
-                                 "(Python branches on sizes or attributes)")
-            merged = [self.merge([x[i] for x in items], where) for i in range(len(first))]
-            return type(first)(merged)
-        if isinstance(first, dict):
-            if not all(isinstance(x, dict) and x.keys() == first.keys() for x in items):
-                raise TraceError(f"{where}: keyword arguments differ between workloads")
-            return {k: self.merge([x[k] for x in items], where) for k in first}
-        if isinstance(first, slice):
-            parts = [self.merge([getattr(x, p) for x in items], where)
-                     for p in ("start", "stop", "step")]
-            return slice(*parts)
-        if isinstance(first, (TaggedInt, TaggedFloat)) and \
-                first.source != attribute_source(first.attr) and \
-                all(getattr(x, "source", None) == first.source for x in items):
-            return AttrRef(first.attr, plain(first), first.source)  # an expression
-        if isinstance(first, (TaggedInt, TaggedFloat)) and \
-                all(getattr(x, "attr", None) == first.attr for x in items):
-            return AttrRef(first.attr, plain(first))
-        if all(_same(x, first) for x in items):
-            return plain(first)
-        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items):
-            # computed in Python from attributes: one attribute may still hold it
-            name = self.attribute_for(items)
-            if name is not None:
-                return AttrRef(name, plain(first))
-        raise TraceError(f"{where}: the constant {first!r} differs between workloads "
-                         f"({items!r}) and is no attribute of the module")
-
-
 def trace_reference(problem: Problem, module: ModuleType,
                     workloads: list[Workload] | None = None) -> TracedReference:
     """Trace ``module.Model`` on each of ``workloads`` (default: the visible ones) and
@@ -579,7 +503,9 @@ def trace_reference(problem: Problem, module: ModuleType,
             raise TraceError(f"the traced graph of workload {w.name} has {len(g)} nodes and "
                              f"that of {ws[0].name} {len(nodes[0])} (Python branches on "
                              "sizes or attributes)")
-    aligner = _Aligner([_scalar_attributes(m) for _, m in traced])
+    from solforge.search.align import Aligner, scalar_attributes  # it imports this module
+
+    aligner = Aligner([scalar_attributes(m) for _, m in traced])
     for i, node in enumerate(nodes[0]):
         others = [g[i] for g in nodes]
         where = f"node {node.name}"
