@@ -108,6 +108,7 @@ from solforge.search.budget import (
     PhaseClock,
     best_baseline_fraction,
     charged_seconds,
+    estimated_seconds,
     gap_scale,
     roofline_fraction,
 )
@@ -351,8 +352,9 @@ def _skip_reason(s: SearchState, c: Candidate, cands: list[Candidate], limit: in
         return f"gpu_seconds budget spent ({spent:.0f} of {gpu_s:.0f} s)"
     if clock.compile_s >= compile_s:
         return f"compile_seconds budget spent ({clock.compile_s:.0f} of {compile_s:.0f} s)"
-    if c.cost > gpu_s - spent:
-        return f"estimated {c.cost:.0f} s, more than the {gpu_s - spent:.0f} s left"
+    cost = estimated_seconds(c, s.compile_seen)
+    if cost > gpu_s - spent:
+        return f"estimated {cost:.0f} s, more than the {gpu_s - spent:.0f} s left"
     if "cuda_graphs" in c.levers and graphs >= cfg.graph_candidates:
         return f"graph_candidates ({cfg.graph_candidates}) reached"
     if failures[c.family] >= cfg.family_failures:
@@ -384,6 +386,7 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
             c = queue.pop(0)
             attempt = s.known_attempt(c)
             record = s.earlier(attempt, "visible") if attempt is not None else None
+            charged = 0.0  # a record from earlier (the planner's survey, a resumed run)
             if record is None:
                 reason = _skip_reason(s, c, cands, limit, tried, spent, clock, failures,
                                       failed, graphs)
@@ -399,8 +402,10 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
                 record = s.evaluate(attempt, "visible", workloads="visible",
                                     **s.explore_timing())
                 clock.stop()  # the last phase ends with the evaluation
-                spent += charged_seconds(record, time.monotonic() - start)
+                charged = charged_seconds(record, time.monotonic() - start)
+                spent += charged
                 tried += 1
+            s.saw_compile(c, record, charged)
             graphs += "cuda_graphs" in c.levers
             s.attempts[c.name] = attempt
             s.visible[c.name] = record

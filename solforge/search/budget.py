@@ -18,6 +18,8 @@ from typing import Any
 from solforge.records.evaluation import EvaluationRecord
 
 CHARGED_PHASES = ("candidate", "policy", "timing", "host_clock")
+# a compiled candidate's estimate, once one was measured: this times the longest seen
+COMPILE_MARGIN = 1.5
 # the gap to speed of light at which the budgets stay as set, and the scale's bounds
 GAP_AT_SET_BUDGET = 0.5
 GAP_SCALE_BOUNDS = (0.5, 2.0)
@@ -100,6 +102,23 @@ def charged_seconds(record: EvaluationRecord, wall_s: float) -> float:
     if not record.phase_seconds:
         return wall_s
     return sum(record.phase_seconds.get(p, 0.0) for p in CHARGED_PHASES)
+
+
+def estimated_seconds(c: Any, compile_seen: float | None) -> float:
+    """What evaluating candidate ``c`` is expected to charge the ``gpu_seconds`` budget:
+    its static ``cost``, with the compile part (``c.compile_s``) replaced by
+    :data:`COMPILE_MARGIN` times ``compile_seen``, the longest charged seconds of an
+    evaluation of this problem that compiled in a plain mode (None: none yet). The static
+    figure (40 s on a GPU) was 4-7x what such evaluations charged on an H100's KernelBench
+    problems (6-11 s; 24 s for Swin), so compiled candidates were skipped for budget they
+    would not have spent (benchmarks/results/2026-12-07-h100-s30/call2).
+
+    Not covered: max-autotune and Inductor-option candidates (their compile searches
+    configurations: no plain compile predicts it); the non-compile part, kept as
+    estimated."""
+    if c.compile_s <= 0 or compile_seen is None:
+        return c.cost
+    return c.cost - c.compile_s + COMPILE_MARGIN * compile_seen
 
 
 class PhaseClock:

@@ -50,6 +50,11 @@ class Candidate(BaseModel):
     family: str = Field(description="the generator that proposed it")
     levers: list[str] = Field(default_factory=list, description="from LEVERS")
     cost: float = Field(description="estimated seconds to evaluate it, compile included")
+    compile_s: float = Field(0.0, ge=0, description="the part of ``cost`` that is one "
+                             "torch.compile of the forward (0: none, or one whose time no "
+                             "other compile predicts: max-autotune, Inductor options); "
+                             "replaced by what this problem's compiles took once one was "
+                             "measured (``budget.estimated_seconds``)")
     source: str = Field(description="the solution file: defines ModelNew")
     reasoning: str = Field(description="why this candidate could be faster")
     parent: str | None = Field(None, description="the candidate this one was derived from")

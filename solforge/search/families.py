@@ -162,6 +162,10 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
     standalone file; no graph, a subclass of the reference around its own forward."""
     wrap = wrap or Wrap()
     imports = list(BASE_IMPORTS)
+    # a compile in a plain mode: its time is what the problem's other such compiles took
+    plain = wrap.compile_mode is not None and not wrap.compile_options and \
+        not wrap.compile_mode.startswith("max-autotune")
+    compile_s = min(cost, COST["compile_gpu" if ctx.gpu else "compile_cpu"]) if plain else 0.0
     if graph is None:
         body, extra = _subclass_body(ctx, wrap)
         source = subclass_file(problem=ctx.problem.name, candidate=name, summary=summary,
@@ -169,7 +173,7 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
                                reference_path=ctx.problem.path, imports=imports + extra,
                                body=body)
         return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
-                         reasoning=reasoning, parent=parent)
+                         reasoning=reasoning, parent=parent, compile_s=compile_s)
     taken = copied_names(ctx.problem.path)
     names = {}
     for c in calls:
@@ -197,7 +201,7 @@ def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
                              imports=imports + extra, forward=forward, decorators=decos,
                              prelude=prelude)
     return Candidate(name=name, family=family, levers=levers, cost=cost, source=source,
-                     reasoning=reasoning, parent=parent,
+                     reasoning=reasoning, parent=parent, compile_s=compile_s,
                      language="triton" if any(c.module == LIBRARY_MODULE for c in names)
                      else "pytorch")
 

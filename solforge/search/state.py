@@ -54,6 +54,9 @@ class SearchState:
         self.owed: set[str] = set()
         # the budgets' share by the reference's gap to speed of light (``gap_scale``)
         self.scale = 1.0
+        # the longest charged seconds of an evaluated candidate that compiles in a plain
+        # mode (``Candidate.compile_s``): what the next such compile is estimated by
+        self.compile_seen: float | None = None
         # workloads where the compile baseline's own program failed the correctness
         # trials as a candidate (``compile_failed``): passed to every later evaluation
         self.compile_outside: dict[str, str] = {}
@@ -66,6 +69,20 @@ class SearchState:
             for a in self.led.attempts(self.name):
                 if a["agent"] == "search":
                     self.known.setdefault(a["source_hash"], a)
+
+    def saw_compile(self, c: Candidate, record: EvaluationRecord, charged: float) -> None:
+        """Keep what a compile took on this problem (``compile_seen``): the charged seconds
+        of a candidate that compiles in a plain mode and passed (one that failed may have
+        stopped before its compile ended), and the reference's ``baseline`` phase, which
+        warms up torch.compile's baseline of the reference."""
+        took = []
+        if c.compile_s > 0 and record.passed:
+            took.append(charged)
+        if c.family == "reference" and record.speedup_vs_compile is not None:
+            took.append(record.phase_seconds.get("baseline", 0.0))
+        took = [t for t in took if t > 0]
+        if took:
+            self.compile_seen = max(self.compile_seen or 0.0, *took)
 
     def event(self, kind: str, **data: Any) -> None:
         self.led.event(kind, problem=self.name, worker=self.worker, **data)

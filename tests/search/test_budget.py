@@ -140,3 +140,46 @@ def test_the_compiler_is_imported_before_the_planners_threads_trace():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(sorted(COMPILER_MODULES))
+
+
+def test_a_compiled_candidate_is_estimated_by_what_this_problems_compiles_took(tmp_path):
+    """The static 40 s of a GPU compile was 4-7x what compiled candidates charged on an
+    H100's KernelBench problems (6-11 s): once a compile was measured, the next compiled
+    candidate's estimate is its other costs plus 1.5x the longest seen."""
+    from solforge.search.budget import COMPILE_MARGIN, estimated_seconds
+    from solforge.search.candidates import generate_candidates, search_context
+
+    s, c = search(tmp_path, gpu_seconds=40.0)
+    fused = Candidate(name="library+compile", family="library", levers=["library_kernel",
+                      "compile"], cost=45.0, compile_s=40.0, source="", reasoning="r")
+    assert estimated_seconds(fused, None) == 45.0
+    assert estimated_seconds(fused, 8.0) == pytest.approx(5.0 + COMPILE_MARGIN * 8.0)
+    assert estimated_seconds(c, 8.0) == 15.0  # no compile part named: the static cost
+    s.visible["reference"] = record(0.5)
+    assert skip(s, fused, spent=10.0).startswith("estimated 45 s, more than the 30 s left")
+    # a compiled candidate that failed says nothing of the compile's time
+    failed = record(0.5, Status.INCORRECT_NUMERICAL)
+    s.saw_compile(fused, failed, 1.0)
+    assert s.compile_seen is None
+    s.saw_compile(fused, record(0.5), 8.0)
+    assert s.compile_seen == 8.0 and skip(s, fused, spent=10.0) is None
+    assert skip(s, fused, spent=24.0).startswith("estimated 17 s, more than the 16 s left")
+    # the longest seen stands; the reference's warm-up of its compile baseline counts
+    s.saw_compile(fused, record(0.5), 6.0)
+    assert s.compile_seen == 8.0
+    ref = Candidate(name="reference", family="reference", levers=[], cost=1.0, source="",
+                    reasoning="r")
+    warmed = record(0.5)
+    warmed.phase_seconds = {"baseline": 14.0, "candidate": 3.0}
+    s.saw_compile(ref, warmed, 3.0)
+    assert s.compile_seen == 8.0  # no compile baseline on this record
+    warmed.speedup_vs_compile = 0.8
+    s.saw_compile(ref, warmed, 3.0)
+    assert s.compile_seen == 14.0
+    # the families name the compile part of plain-mode compiles only
+    cands = {x.name: x for x in generate_candidates(search_context(
+        find_builtin("rmsnorm_llama3"), "cuda"))[0]}
+    assert cands["compile"].compile_s == 40.0 and cands["library+compile"].compile_s == 40.0
+    assert cands["compile_max_autotune"].compile_s == 0.0
+    assert cands["reference"].compile_s == 0.0 and cands["library"].compile_s == 0.0
+    assert all(x.compile_s == 0.0 for n, x in cands.items() if n.startswith("inductor:"))
