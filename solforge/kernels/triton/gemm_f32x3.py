@@ -307,6 +307,8 @@ def matmul_f32x3(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = N
     if r3 is not None and 256 * max(r3.stride()[1:]) >= 2**31:
         r3 = r3.contiguous()  # the kernel's offsets within a tile are 32-bit
     c = torch.empty((1, batches, m, n), dtype=torch.float32, device=a.device)
+    if bias is not None:
+        bias = bias.contiguous()  # the kernel reads it at unit stride
     _launch(a3, b3, bias, r3, c, b.dim() > 2, 1, precision, program)
     return c[0].view(*lead, n)
 
