@@ -17,7 +17,8 @@ family             candidates                                                   
                    coordinate-descent tuning, freezing, max-autotune's templates      see inductor.py
 ``library``        the traced graph with library kernels substituted (``patterns``):  problems whose graph
                    all matches together; on a GPU also each kind alone when there      has a pattern
-                   are several; the rewrite under compile (library calls left out of
+                   are several; the rewrite under compile where work of the
+                   reference's is left between the calls (library calls left out of
                    the compiled graphs; GPU only where they are Triton's); CUDA graphs
                    of the rewrite (GPU); FP8/int8/16-bit GEMMs also on their own tensor
                    cores (GPU, ``library:lowp_tensor_cores``)
@@ -483,15 +484,38 @@ def _compiled_around(ctx: SearchContext, matches: list[Match], base: str,
     three eager passes over the 805 MB attention matrix between them, 0.71x of Inductor's
     fused program (benchmarks/results/2026-12-07-h100-s30).
 
+    None where the rewrite leaves no work of the reference's between the calls
+    (:func:`_work_outside`: a lone GEMM has nothing to fuse).
+
     Not covered: fusing into the library's kernels (Inductor sees them as opaque); CUDA
     graphs of the compiled rewrite."""
     triton = any(m.language == "triton" for m in matches)
+    try:
+        if not _work_outside(substitute(ctx.traced, matches)):
+            return None
+    except ValueError:  # the plain rewrite says why (``_library_candidate``)
+        return None
     return _library_candidate(
         ctx, matches, f"{base}+compile", base, wrap=Wrap(compile_mode="default"),
         extra_levers=("compile",),
         extra_cost=extra_cost + COST["compile_gpu" if ctx.gpu else "compile_cpu"],
         extra_why=" Compile fuses what is around the rewritten calls" +
                   (", which it runs as they are (a graph break each)." if triton else "."))
+
+
+def _work_outside(graph: fx.Graph) -> bool:
+    """Whether a rewritten graph still computes a tensor of its own: a node of the
+    reference's (its traced example value kept) whose value is a tensor that is not a
+    view of another (``_base``: views, splits and transposes move no data), besides the
+    library's calls (which carry no example value)."""
+    for n in graph.nodes:
+        if n.op not in ("call_function", "call_method", "call_module"):
+            continue
+        vals = n.meta.get("val")
+        vals = vals if isinstance(vals, (tuple, list)) else (vals,)
+        if any(isinstance(v, torch.Tensor) and v._base is None for v in vals):
+            return True
+    return False
 
 
 def _capability(device: str) -> tuple[int, int] | None:

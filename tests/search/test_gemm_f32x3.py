@@ -139,6 +139,12 @@ def test_an_mn_major_operand_of_a_large_gemm_is_copied_k_major():
     torch.testing.assert_close(matmul_f32x3(at, big_n), at @ big_n, rtol=1e-5, atol=1e-5)
 
 
+def test_a_strided_bias_is_read_as_its_values():
+    torch.manual_seed(5)
+    a, b, bias = torch.randn(9, 12), torch.randn(12, 16), torch.randn(32)[::2]
+    torch.testing.assert_close(matmul_f32x3(a, b, bias), a @ b + bias, rtol=1e-5, atol=1e-5)
+
+
 def test_empty_dims():
     bias = torch.randn(6)
     assert matmul_f32x3(torch.randn(0, 4), torch.randn(4, 6)).shape == (0, 6)
@@ -360,12 +366,17 @@ def test_the_3xtf32_rewrite_is_also_compiled_around(tmp_path):
     assert ("linear_f32x3 = torch.compiler.disable(linear_f32x3)" in head and
             "matmul_f32x3 = torch.compiler.disable(matmul_f32x3)" in head)
     assert forward == plain.source.split("def forward")[1]  # the same rewritten graph
-    # the MLP's base rewrite (a Triton softmax) and its 3xTF32 form, each compiled around
+    # the MLP's base rewrite (a Triton softmax) compiled around its linear layers; its
+    # 3xTF32 form leaves nothing of the reference's between the calls: not compiled
     mlp = {c.name: c for c in generate_candidates(search_context(
         load_problem(_big_mlp(tmp_path)), "cuda"))[0]}
     assert mlp["library+compile"].parent == "library"
     assert "softmax = torch.compiler.disable(softmax)" in mlp["library+compile"].source
-    assert mlp["library+f32x3_gemm+compile"].parent == "library+f32x3_gemm"
+    assert "library+f32x3_gemm" in mlp and "library+f32x3_gemm+compile" not in mlp
+    # a GEMM whose bias and GELU went into its epilogue leaves nothing to compile around
+    lone = _file(tmp_path, "mm", MATMUL.format(m=1024, k=512, n=1024))
+    names = {c.name for c in generate_candidates(search_context(load_problem(lone), "cuda"))[0]}
+    assert "f32x3_gemm" in names and "f32x3_gemm+compile" not in names
     # a CPU runs Triton under the interpreter: no compiled Triton rewrite there
     small = _file(tmp_path, "small", MLP.format(batch=64, d_in=64, d_hidden=128, d_out=64))
     cpu = [c.name for c in generate_candidates(search_context(load_problem(small), "cpu"))[0]]
