@@ -1,8 +1,8 @@
 """Small runtime pieces the generated solutions import: backend flags, channels-last
-inputs and 3-D conv weights, CUDA-graph replay (a class and a ``forward`` decorator), the low-precision GEMMs
-of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with a TF32 fallback), the
-masked attention of ``patterns/attention.py`` (:func:`masked_sdpa`) and the rows
-``nn.MultiheadAttention`` leaves without keys (:func:`nan_where_no_key`,
+inputs and 3-D conv weights, CUDA-graph replay (a class and a ``forward`` decorator), the
+low-precision GEMMs of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with
+a TF32 fallback), the masked attention of ``patterns/attention.py`` (:func:`masked_sdpa`)
+and the rows ``nn.MultiheadAttention`` leaves without keys (:func:`nan_where_no_key`,
 ``patterns/mha.py``). Kept here so a generated file stays a page of readable code.
 
 Not covered: CUDA graphs of a forward that synchronises with the host, allocates with
