@@ -9,6 +9,7 @@ into the reference's traced graph), judged by the evaluator, the best re-measure
 """
 
 from solforge.search.agent import SearchConfig, SearchWorker, run_search_worker
+from solforge.search.align import trace_reference
 from solforge.search.candidates import (
     LEVERS,
     Candidate,
@@ -24,7 +25,7 @@ from solforge.search.match import (
     register_pattern,
     substitute,
 )
-from solforge.search.trace import TracedReference, TraceError, trace_reference
+from solforge.search.trace import TracedReference, TraceError
 
 __all__ = [
     "LEVERS", "Candidate", "Match", "Pattern", "SearchConfig", "SearchContext",

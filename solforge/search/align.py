@@ -1,6 +1,6 @@
-"""Differential tracing's comparison: one node's arguments across the graphs of several
-workloads (``trace.trace_reference`` traces them, node for node the same ops), merged
-into one argument valid for all of them.
+"""Differential tracing: a reference traced on each of its visible workloads
+(``trace.trace_workload``) into one graph valid for all of them (:func:`trace_reference`),
+the graphs compared node for node and each node's arguments merged.
 
 What merges: equal values; tagged attribute numbers (``tagged.py``) that are the same
 attribute, or the same expression of attributes, in every workload (:class:`AttrRef`);
@@ -16,13 +16,21 @@ fails the trace with that reason.
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Any
 
 import torch.fx as fx
 import torch.nn as nn
 
+from solforge.problems.spec import Problem, Workload
 from solforge.search.tagged import TaggedFloat, TaggedInt, attribute_source, plain
-from solforge.search.trace import AttrRef, TraceError
+from solforge.search.trace import (
+    AttrRef,
+    BuildError,
+    TracedReference,
+    TraceError,
+    trace_workload,
+)
 
 
 def scalar_attributes(model: nn.Module) -> dict[str, Any]:
@@ -94,3 +102,47 @@ class Aligner:
                 return AttrRef(name, plain(first))
         raise TraceError(f"{where}: the constant {first!r} differs between workloads "
                          f"({items!r}) and is no attribute of the module")
+
+
+def trace_reference(problem: Problem, module: ModuleType,
+                    workloads: list[Workload] | None = None) -> TracedReference:
+    """Trace ``module.Model`` on each of ``workloads`` (default: the visible ones) and
+    return one graph valid for all of them (see the module docstring)."""
+    ws = workloads if workloads is not None else problem.visible_workloads()
+    if not ws:
+        raise TraceError("the problem has no visible workload to trace")
+    # the mode the evaluator runs the model in (plain KernelBench files keep train mode)
+    train = problem.train_mode or problem.kernelbench_plain
+    traced, used, skipped = [], [], []
+    for w in ws:
+        try:
+            traced.append(trace_workload(module, w, train,
+                                         specialise=len(problem.workloads) == 1))
+            used.append(w)
+        except BuildError as e:
+            # a big workload whose inputs need real values: the others still vouch for the
+            # graph, and the verdict runs this one
+            skipped.append(str(e))
+    if not traced:
+        raise TraceError(skipped[0] if skipped else "no visible workload to trace")
+    ws = used
+    graphs = [g for g, _ in traced]
+    first = graphs[0]
+    nodes = [list(g.nodes) for g in graphs]
+    for g, w in zip(nodes[1:], ws[1:]):
+        if len(g) != len(nodes[0]):
+            raise TraceError(f"the traced graph of workload {w.name} has {len(g)} nodes and "
+                             f"that of {ws[0].name} {len(nodes[0])} (Python branches on "
+                             "sizes or attributes)")
+    aligner = Aligner([scalar_attributes(m) for _, m in traced])
+    for i, node in enumerate(nodes[0]):
+        others = [g[i] for g in nodes]
+        where = f"node {node.name}"
+        for o in others[1:]:
+            if o.op != node.op or o.target != node.target or o.name != node.name:
+                raise TraceError(f"{where}: the traced graphs differ between workloads "
+                                 f"({node.format_node()} vs {o.format_node()})")
+        node.args = aligner.merge([o.args for o in others], where)
+        node.kwargs = aligner.merge([o.kwargs for o in others], where)
+    return TracedReference(graph=first, module=traced[0][1], workloads=[w.name for w in ws],
+                           skipped=skipped)

@@ -31,10 +31,11 @@ from solforge.problems.loader import import_file
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord
 from solforge.registry import lookup
+from solforge.search.align import trace_reference
 from solforge.sol.units import TF32X3
 from solforge.search.match import Match, find_matches
 from solforge.search.patterns.gemm_f32x3 import KIND as F32X3_KIND
-from solforge.search.trace import TracedReference, TraceError, preload_compiler, trace_reference
+from solforge.search.trace import TracedReference, TraceError, preload_compiler
 
 # The fixed lever vocabulary: what a kept solution says it used, so a summary can
 # attribute the gain.

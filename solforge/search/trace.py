@@ -21,8 +21,9 @@ sizes in Python, branches on them) is checked by **differential tracing**: the r
 is traced once per visible workload (the workloads an agent sees) and the graphs must
 agree node for node. A constant that differs between workloads must be the same
 attribute expression in every workload, or equal one numeric attribute in every workload,
-and becomes it; anything else fails the trace with the reason (the comparison:
-``align.py``).
+and becomes it; anything else fails the trace with the reason. This module traces one
+workload (:func:`trace_workload`); ``align.trace_reference`` traces the visible ones and
+compares them.
 
 Why not ``torch.export`` or a dynamo graph: both capture for given shapes (specialised or
 guarded symbols) and lift parameters into graph inputs; the emitted solution must stay one
@@ -80,7 +81,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 
 from solforge.problems import gen
-from solforge.problems.spec import Problem, Workload, call_with_params
+from solforge.problems.spec import Workload, call_with_params
 from solforge.search.tagged import attribute_source, tag_attributes
 
 
@@ -471,49 +472,3 @@ def _trace_workload(module: ModuleType, w: Workload, train_mode: bool, specialis
                          f"(self.{written[0]} = ...): the graph carries its outputs, not "
                          "the state a later call reads")
     return graph, model
-
-
-def trace_reference(problem: Problem, module: ModuleType,
-                    workloads: list[Workload] | None = None) -> TracedReference:
-    """Trace ``module.Model`` on each of ``workloads`` (default: the visible ones) and
-    return one graph valid for all of them (see the module docstring)."""
-    ws = workloads if workloads is not None else problem.visible_workloads()
-    if not ws:
-        raise TraceError("the problem has no visible workload to trace")
-    # the mode the evaluator runs the model in (plain KernelBench files keep train mode)
-    train = problem.train_mode or problem.kernelbench_plain
-    traced, used, skipped = [], [], []
-    for w in ws:
-        try:
-            traced.append(trace_workload(module, w, train,
-                                         specialise=len(problem.workloads) == 1))
-            used.append(w)
-        except BuildError as e:
-            # a big workload whose inputs need real values: the others still vouch for the
-            # graph, and the verdict runs this one
-            skipped.append(str(e))
-    if not traced:
-        raise TraceError(skipped[0] if skipped else "no visible workload to trace")
-    ws = used
-    graphs = [g for g, _ in traced]
-    first = graphs[0]
-    nodes = [list(g.nodes) for g in graphs]
-    for g, w in zip(nodes[1:], ws[1:]):
-        if len(g) != len(nodes[0]):
-            raise TraceError(f"the traced graph of workload {w.name} has {len(g)} nodes and "
-                             f"that of {ws[0].name} {len(nodes[0])} (Python branches on "
-                             "sizes or attributes)")
-    from solforge.search.align import Aligner, scalar_attributes  # it imports this module
-
-    aligner = Aligner([scalar_attributes(m) for _, m in traced])
-    for i, node in enumerate(nodes[0]):
-        others = [g[i] for g in nodes]
-        where = f"node {node.name}"
-        for o in others[1:]:
-            if o.op != node.op or o.target != node.target or o.name != node.name:
-                raise TraceError(f"{where}: the traced graphs differ between workloads "
-                                 f"({node.format_node()} vs {o.format_node()})")
-        node.args = aligner.merge([o.args for o in others], where)
-        node.kwargs = aligner.merge([o.kwargs for o in others], where)
-    return TracedReference(graph=first, module=traced[0][1], workloads=[w.name for w in ws],
-                           skipped=skipped)

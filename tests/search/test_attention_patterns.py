@@ -19,9 +19,9 @@ from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
 from solforge.search import runtime
+from solforge.search.align import trace_reference
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.match import find_matches
-from solforge.search.trace import trace_reference
 from tests.conftest import FIXTURES, interpreted_options
 
 KB3 = FIXTURES / "kernelbench" / "KernelBench" / "level3"

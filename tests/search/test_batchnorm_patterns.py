@@ -43,9 +43,9 @@ from solforge.bench.evaluator import Evaluator
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
+from solforge.search.align import trace_reference
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.match import find_matches
-from solforge.search.trace import trace_reference
 from tests.conftest import interpreted_options
 
 RESNET_BLOCK = '''

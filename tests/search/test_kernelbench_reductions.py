@@ -11,9 +11,9 @@ import pytest
 
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
+from solforge.search.align import trace_reference
 from solforge.search.fxsource import forward_source
 from solforge.search.match import LibraryFunction, find_matches, substitute
-from solforge.search.trace import trace_reference
 from tests.conftest import FIXTURES
 from tests.search.test_match import _problem
 

@@ -19,10 +19,11 @@ from solforge.bench.measure.inputs import build_model, init_args, make_inputs
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
 from solforge.records.evaluation import Status
+from solforge.search.align import trace_reference
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.emit import BASE_IMPORTS, standalone_file
 from solforge.search.fxsource import forward_source
-from solforge.search.trace import HOST_ELEMENTS, TraceError, _SmallOnHost, trace_reference
+from solforge.search.trace import HOST_ELEMENTS, TraceError, _SmallOnHost
 from tests.conftest import PROBLEMS, interpreted_options
 
 pytestmark = pytest.mark.usefixtures("two_spares")  # evaluations back to back

@@ -9,9 +9,10 @@ import pytest
 
 from solforge.problems import builtin_problems, load_problem
 from solforge.problems.loader import import_file
+from solforge.search.align import trace_reference
 from solforge.search.fxsource import forward_source
 from solforge.search.match import LibraryFunction, find_matches, substitute
-from solforge.search.trace import TraceError, trace_reference
+from solforge.search.trace import TraceError
 
 EXPECTED = {
     "rmsnorm_llama3": ["rms_norm"],

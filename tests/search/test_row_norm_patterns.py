@@ -11,10 +11,10 @@ import torch
 
 from solforge.problems import load_problem
 from solforge.problems.loader import import_file
+from solforge.search.align import trace_reference
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.fxsource import forward_source
 from solforge.search.match import LibraryFunction, find_matches, substitute
-from solforge.search.trace import trace_reference
 from tests.conftest import PROBLEMS
 from tests.search.test_match import _problem
 

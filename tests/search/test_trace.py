@@ -16,9 +16,10 @@ from solforge.bench.measure.compare import as_list
 from solforge.bench.measure.inputs import build_model, init_args, make_inputs
 from solforge.problems import builtin_problems, find_builtin, load_problem
 from solforge.problems.loader import import_file
+from solforge.search.align import trace_reference
 from solforge.search.emit import BASE_IMPORTS, standalone_file
 from solforge.search.fxsource import forward_source
-from solforge.search.trace import AttrRef, TraceError, trace_reference
+from solforge.search.trace import AttrRef, TraceError
 
 UNTRACEABLE = {
     # Python over tensor values or sizes: fx cannot follow it, and says why
