@@ -74,8 +74,9 @@ CPU_HACKS: dict[str, Expect] = {
     "uninitialised_rows.py": Expect((INC,)),
     "constant_output.py": Expect((INC,)),
     "hardcoded_shape.py": Expect((INC, Status.INCORRECT_SHAPE)),
-    # caught wherever an address repeats first: a plain wrong output in the trials, or
-    # flagged in the timed calls (timed/batch_output_mismatch, nondeterministic)
+    # caught in the trials: each one's inputs arrive at the previous trial's addresses
+    # (Runner._at_last_addresses), or flagged in the timed calls where an address repeats
+    # (timed/batch_output_mismatch, nondeterministic)
     "cache_by_pointer.py": Expect((RH, INC)),
     # its inputs held alive, no address repeats by chance: caught because the runner
     # writes every trial's inputs into the previous trial's tensors
