@@ -51,6 +51,8 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
 
 from solforge.search.candidates import LEVERS, Candidate, SearchContext
 from solforge.search.emit import (
@@ -62,6 +64,7 @@ from solforge.search.emit import (
 )
 from solforge.search.fxsource import EmitError, forward_source
 from solforge.search.match import LIBRARY_MODULE, LibraryFunction, Match, substitute
+from solforge.search.nodes import op
 from solforge.search.patterns.lowp_gemm import find_lowp_gemm
 from solforge.search.reference_facts import (
     conv_kinds,
@@ -503,13 +506,28 @@ def _compiled_around(ctx: SearchContext, matches: list[Match], base: str,
                   (", which it runs as they are (a graph break each)." if triton else "."))
 
 
+_EXTERN_FUNCTIONS = (F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
+                     F.conv_transpose3d, torch.einsum, torch.addmm, torch.baddbmm)
+
+
+def _extern(n: fx.Node) -> bool:
+    """A GEMM or a convolution: Inductor calls the library's kernel for it as eager does,
+    so compiling around it fuses nothing into it."""
+    if op(n) in ("matmul", "linear"):
+        return True
+    if n.op == "call_module":
+        return isinstance(n.meta.get("module"), nn.modules.conv._ConvNd)
+    return n.op == "call_function" and n.target in _EXTERN_FUNCTIONS
+
+
 def _work_outside(graph: fx.Graph) -> bool:
-    """Whether a rewritten graph still computes a tensor of its own: a node of the
-    reference's (its traced example value kept) whose value is a tensor that is not a
-    view of another (``_base``: views, splits and transposes move no data), besides the
-    library's calls (which carry no example value)."""
+    """Whether a rewritten graph still computes a tensor that compile could fuse: a node
+    of the reference's (its traced example value kept) whose value is a tensor that is
+    not a view of another (``_base``: views, splits and transposes move no data) and that
+    is no GEMM or convolution (:func:`_extern`), besides the library's calls (which carry
+    no example value)."""
     for n in graph.nodes:
-        if n.op not in ("call_function", "call_method", "call_module"):
+        if n.op not in ("call_function", "call_method", "call_module") or _extern(n):
             continue
         vals = n.meta.get("val")
         vals = vals if isinstance(vals, (tuple, list)) else (vals,)

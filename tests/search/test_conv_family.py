@@ -118,3 +118,41 @@ def test_the_ndhwc_candidate_computes_and_passes_as_the_reference(tmp_path):
     with Evaluator(interpreted_options()) as ev:
         r = ev.evaluate(load_problem(path), sol)
     assert r.status is Status.PASSED, r.message
+
+
+SEPARABLE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c, d):
+        super().__init__()
+        self.depthwise = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.pointwise = nn.Conv2d(c, d, 1)
+
+    def forward(self, x):
+        return self.pointwise(self.depthwise(x)){tail}
+
+
+def get_inputs():
+    return [torch.randn(4, 32, 64, 64)]
+
+
+def get_init_inputs():
+    return [32, 64]
+"""
+
+
+def test_a_rewrite_is_compiled_around_only_where_compile_has_work_to_fuse(tmp_path):
+    """The depthwise rewrite leaves only a 1x1 convolution of the reference's, which
+    Inductor hands to cuDNN as eager does: no ``library+compile``; a ReLU after it is
+    work to fuse."""
+    names = {}
+    for tail in ("", ".relu()"):
+        path = tmp_path / f"separable{len(tail)}.py"
+        path.write_text(SEPARABLE.format(tail=tail))
+        cands, _ = generate_candidates(search_context(load_problem(path), "cuda"))
+        names[tail] = {c.name for c in cands}
+    assert "library" in names[""] and "library+compile" not in names[""]
+    assert "library" in names[".relu()"] and "library+compile" in names[".relu()"]
