@@ -352,12 +352,16 @@ _SDPA_KINDS = {"sdpa", "gqa", "mha_no_weights"}
 def _library_candidate(ctx: SearchContext, matches: list[Match], name: str,
                        parent: str | None, wrap: Wrap | None = None,
                        extra_levers: tuple[str, ...] = (), extra_cost: float = 0.0,
-                       extra_why: str = "") -> Candidate | None:
-    try:
-        graph = substitute(ctx.traced, matches)
-    except ValueError as e:  # a match whose outputs are needed before it ends
-        ctx.rewrite_errors.append(f"{name}: substituting the matches failed: {e}")
-        return None
+                       extra_why: str = "", graph: fx.Graph | None = None
+                       ) -> Candidate | None:
+    """The candidate of ``matches`` substituted into the traced graph (``graph``: that
+    substitution, made already by the caller)."""
+    if graph is None:
+        try:
+            graph = substitute(ctx.traced, matches)
+        except ValueError as e:  # a match whose outputs are needed before it ends
+            ctx.rewrite_errors.append(f"{name}: substituting the matches failed: {e}")
+            return None
     calls = tuple(c for m in matches for c in m.calls)
     triton = any(isinstance(c, LibraryFunction) and c.module == LIBRARY_MODULE for c in calls)
     levers = sorted({lv for m in matches for lv in m.levers} | set(extra_levers),
@@ -494,16 +498,18 @@ def _compiled_around(ctx: SearchContext, matches: list[Match], base: str,
     graphs of the compiled rewrite."""
     triton = any(m.language == "triton" for m in matches)
     try:
-        if not _work_outside(substitute(ctx.traced, matches)):
-            return None
+        graph = substitute(ctx.traced, matches)
     except ValueError:  # the plain rewrite says why (``_library_candidate``)
+        return None
+    if not _work_outside(graph):
         return None
     return _library_candidate(
         ctx, matches, f"{base}+compile", base, wrap=Wrap(compile_mode="default"),
         extra_levers=("compile",),
         extra_cost=extra_cost + COST["compile_gpu" if ctx.gpu else "compile_cpu"],
         extra_why=" Compile fuses what is around the rewritten calls" +
-                  (", which it runs as they are (a graph break each)." if triton else "."))
+                  (", which it runs as they are (a graph break each)." if triton else "."),
+        graph=graph)
 
 
 _EXTERN_FUNCTIONS = (F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
