@@ -105,7 +105,7 @@ _GENERATORS: dict[str, str | Generator] = {
        for name in ("reference", "compile", "cuda_graphs", "tf32")},
     "conv": "solforge.search.families.conv:conv_family",
     "library": "solforge.search.families.library:library_family",
-    "inductor": "solforge.search.inductor:inductor_family",
+    "inductor": "solforge.search.families.inductor:inductor_family",
 }
 _PLUGINS_LOADED = False
 
