@@ -4,7 +4,7 @@ A **generator** looks at a problem (its reference module, its traced graph and t
 library patterns found in it, its precision class, the device) and yields
 :class:`Candidate` s: a name, the levers it pulls (from :data:`LEVERS`), an estimated cost
 and the full source of a solution file defining ``ModelNew``. Built-in generators
-(``families.py``, named here by import path and imported when candidates are generated)
+(``families/``, named here by import path and imported when candidates are generated)
 and plug-ins go through the same door: :func:`register_generator`, or a package exposing
 the ``solforge.search_generators`` entry point whose object is a
 ``(context) -> Iterable[Candidate]`` callable.
@@ -99,11 +99,13 @@ class SearchContext:
 
 
 Generator = Callable[[SearchContext], Iterable[Candidate]]
-# the built-in families (``families.py``), by import path; plug-ins add rows
+# the built-in families (``families/``), by import path; plug-ins add rows
 _GENERATORS: dict[str, str | Generator] = {
-    **{name: f"solforge.search.families:{name}_family"
-       for name in ("reference", "compile", "cuda_graphs", "tf32", "conv", "library")},
-    "inductor": "solforge.search.inductor:inductor_family",
+    **{name: f"solforge.search.families.generic:{name}_family"
+       for name in ("reference", "compile", "cuda_graphs", "tf32")},
+    "conv": "solforge.search.families.conv:conv_family",
+    "library": "solforge.search.families.library:library_family",
+    "inductor": "solforge.search.families.inductor:inductor_family",
 }
 _PLUGINS_LOADED = False
 
@@ -287,7 +289,7 @@ def compile_out_of_tolerance(reference: EvaluationRecord) -> bool:
     return bool(timed) and all(w.compile_within_tolerance is False for w in timed)
 
 
-# the candidate that is torch.compile's baseline as a solution (``families.compile_family``)
+# the candidate that is torch.compile's baseline as a solution (``families.generic.compile_family``)
 BASELINE_CANDIDATE = "compile"
 # the candidates that are a baseline's own program, by the baseline they are: the final
 # verdict marks them (``EvaluationRecord.baseline_itself``)

@@ -104,7 +104,7 @@ def test_mingpt_causal_attention_becomes_masked_sdpa_on_its_buffer():
 def test_a_match_that_cannot_become_a_candidate_says_why(monkeypatch):
     """The search logs ``rewrite_failed`` from ``ctx.rewrite_errors``: on an H100 with
     torch 2.11 MinGPT's attention matched and no ``sdpa`` candidate came, silently."""
-    from solforge.search import families
+    from solforge.search.families import rewrite as families
 
     ctx = search_context(load_problem(MINGPT), "cuda")
     assert ctx.matches and not ctx.rewrite_errors

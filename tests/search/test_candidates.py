@@ -327,7 +327,7 @@ def test_files_that_import_solforge_name_the_library_they_were_built_on(tmp_path
 
 def test_generators_by_import_path_and_a_broken_one_named(monkeypatch):
     monkeypatch.setattr(candidates_module, "_GENERATORS", {
-        "again": "solforge.search.families:reference_family",
+        "again": "solforge.search.families.generic:reference_family",
         "gone": "solforge_no_such_module:family",
     })
     ctx = search_context(find_builtin("silu_llama3"), "cpu")

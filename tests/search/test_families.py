@@ -131,7 +131,7 @@ def test_native_lowp_candidate_passes_the_evaluator(ev, tmp_path, problem):
 def test_the_inductor_family_writes_only_options_the_installed_inductor_knows():
     from torch._inductor import config
 
-    from solforge.search.inductor import inductor_family
+    from solforge.search.families.inductor import inductor_family
 
     for device in ("cpu", "cuda"):
         ctx = search_context(find_builtin("swiglu_mlp_llama3"), device)

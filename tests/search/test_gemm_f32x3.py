@@ -641,7 +641,7 @@ def test_a_gpu_without_tf32_tensor_cores_gets_no_3xtf32_candidate(tmp_path, monk
     """A Turing or Volta card (no TF32): the candidate would not compile there; the search
     logs why there is none (``rewrite_failed``). The capability is the one thing faked:
     this machine has no GPU."""
-    from solforge.search import families
+    from solforge.search.families import variants as families
 
     ctx = search_context(load_problem(_big_mlp(tmp_path)), "cuda")
     monkeypatch.setattr(families, "_capability", lambda device: (7, 5))

@@ -48,7 +48,7 @@ from __future__ import annotations
 from typing import Any
 
 from solforge.search.candidates import SearchContext
-from solforge.search.families import Wrap, make_candidate
+from solforge.search.families.render import Wrap, make_candidate
 from solforge.search.reference_facts import conv_kinds, has_matmul
 
 # after the library rewrites (2 s): a BLAS switch rarely beats a rewrite; before compiles
