@@ -9,7 +9,8 @@ no candidate (``rewrite_errors``, generator errors). For each listed candidate n
 dict, run on one input set, compared with the reference at ``--tol`` (atol = rtol), and
 both are timed with CUDA events (``--warmup`` calls, then the median of ``--iters``);
 the first call's wall time (``first_call_s``: a compiled candidate's compile and tuning)
-is kept, and the JSON is rewritten after every problem.
+is kept, and the JSON is rewritten after every problem; ``--kernels`` lists each timed
+candidate's device kernels (whether Inductor's ``triton_*`` kernels ran, for instance).
 A failure is recorded and the next one runs. This is a probe for planning a judged run,
 not a measurement to report: the judge's figures (fresh inputs, several trials, L2
 flushed, the compile baseline) are what benchmarks/results quote.
@@ -63,7 +64,23 @@ def _load(source: str, name: str):
     return mod
 
 
-def probe(file: str, want: set[str], tol: float, warmup: int, iters: int) -> dict:
+def _kernel_names(fn, args) -> list[str]:
+    """The device kernels of one call, in launch order (names cut to 90 characters): an
+    Inductor kernel is named ``triton_*``, an eager ATen one ``at::native::*``."""
+    if not torch.cuda.is_available():
+        return []
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"),
+                    key=lambda e: e.time_range.start)
+    return [e.name[:90] for e in events][:60]
+
+
+def probe(file: str, want: set[str], tol: float, warmup: int, iters: int,
+          kernels: bool = False) -> dict:
     from solforge.problems import load_problem
     from solforge.search.candidates import generate_candidates, search_context
 
@@ -113,6 +130,8 @@ def probe(file: str, want: set[str], tol: float, warmup: int, iters: int) -> dic
                        mismatch=float(bad.float().mean()),
                        ms=round(_time(new, inputs, warmup, iters), 4))
             rec["speedup_vs_reference"] = round(out["reference_ms"] / rec["ms"], 3)
+            if kernels:
+                rec["kernels"] = _kernel_names(new, inputs)
         except Exception as e:  # recorded; the next candidate runs
             rec["error"] = f"{type(e).__name__}: {e}"[:600]
             rec["trace"] = traceback.format_exc()[-1500:]
@@ -130,13 +149,15 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--kernels", action="store_true",
+                    help="list each timed candidate's device kernels (one profiled call)")
     a = ap.parse_args()
     want = set(a.want.split(","))
     results = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                "torch": torch.__version__, "python": sys.version.split()[0], "problems": []}
     for f in a.files:
         try:
-            r = probe(f, want, a.tol, a.warmup, a.iters)
+            r = probe(f, want, a.tol, a.warmup, a.iters, a.kernels)
         except Exception as e:
             r = {"file": f, "error": f"{type(e).__name__}: {e}"[:600],
                  "trace": traceback.format_exc()[-1500:]}
