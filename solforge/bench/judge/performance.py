@@ -49,6 +49,7 @@ from solforge.bench.measure.timing import (
     TimingConfig,
     batch_size,
     fresh_inputs,
+    latency_seed,
 )
 from solforge.bench.runner import quiet
 from solforge.bench.runner.handle import RunnerFailure
@@ -226,6 +227,8 @@ def _timing(ctx: WorkloadContext, pool_or_maker: list[list[Any]] | Callable[[], 
             best = res.host_ms
             status = _host_batch(ctx, pool)
             res.host_ms = min(x for x in (best, res.host_ms) if x is not None)
+            if status is None:
+                status = _latency_again(ctx, pool, seeds, cfg)
         if status is None and interleaved is None \
                 and probes.clock_gap(res, base, opts.device) is not None:
             # cached baselines were measured under another load of the machine (a busy host
@@ -303,6 +306,40 @@ def _timed_outputs(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int]
                          f"timed call {i} returned a wrong result ({cmp.message}) although the "
                          "correctness trials passed: results depend on call history (caching "
                          "or deferred work)")
+    return None
+
+
+def _latency_again(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int],
+                   cfg: TimingConfig) -> Status | None:
+    """The candidate's per-call latency measured again (``op: latency``), the least of
+    the measurements kept, the last call's output checked. The timing loop's latency is
+    one moment's: a host-bound forward (a model's hundreds of small launches) ran at 12.6
+    ms a call there and 7.2 ms on the judge's batch a minute later, and the reference
+    itself was flagged as working off the device (KernelBench's SwinMLP on an H100,
+    benchmarks/results/2026-12-07-h100-s32). Work that is always off the device shows in
+    every measurement, so the least one still carries it."""
+    res = ctx.res
+    calls = cfg.latency_calls or max(5, min(50, (res.timed_calls or 10) // 2))
+    try:
+        memory.hand_over(ctx.opts.device)
+        reply = ctx.ask({"op": "latency", "pool": [for_runner(p, ctx.device) for p in pool],
+                         "seeds": seeds, "config": vars(cfg), "calls": calls,
+                         "seed": ctx.seed})
+    except RunnerFailure as e:
+        return runner_failed(res, e)
+    if "lazy_output" in reply.get("flags", []):
+        return hacked(res, "lazy_output", "a call of the latency loop returned a tensor "
+                      "subclass")
+    last = fresh_inputs(pool[(calls - 1) % len(pool)], latency_seed(seeds, calls - 1))
+    exact = Float64Run(ctx.ref, last, ctx.seed, I.run_forward(ctx.ref, last, ctx.seed))
+    cmp = compare_or_arbitrate(owned(reply["outputs"]), exact, ctx.problem)
+    if not cmp.ok:
+        return hacked(res, "latency_output_mismatch",
+                      f"the last call of the latency loop returned a wrong result "
+                      f"({cmp.message})")
+    again = median(reply["latency_ms"])
+    if again is not None:
+        res.latency_ms = again if res.latency_ms is None else min(res.latency_ms, again)
     return None
 
 

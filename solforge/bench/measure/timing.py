@@ -225,7 +225,6 @@ def measure(
     keeper = _Keeper(res.outputs, retain_bytes)
 
     held: list[list[Any]] = []
-    held_bytes = 0
     if device.type == "cuda":
         res.kernel_ms, per_call_kernels, res.unassigned_kernels = _profiled_loop(
             fn, prep, seeds, device, flush, keeper, held, cfg)
@@ -244,20 +243,61 @@ def measure(
 
     # Per-call latency with device events and a device-wide synchronize.
     lat_calls = cfg.latency_calls or max(5, calls // 2)
-    begin = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    for i in range(lat_calls):
-        args = prep(i, seeds[i % len(seeds)] + 7)
+    res.latency_ms, _ = _latency_loop(fn, prep, seeds, device, flush, held, cfg, lat_calls)
+    return res
+
+
+def latency_seed(seeds: Sequence[int], i: int) -> int:
+    """The perturbation seed of latency call ``i`` (the judge rebuilds its inputs)."""
+    return seeds[i % len(seeds)] + 7
+
+
+def _latency_loop(fn, prep, seeds, device, flush, held, cfg, calls) -> tuple[list[float], Any]:
+    """Per-call latency (device events around the call and a device-wide synchronize;
+    on a CPU the monotonic clock) of ``calls`` calls, and the last call's output."""
+    out: Any = None
+    times: list[float] = []
+    held_bytes = sum(_nbytes(a) for a in held)
+    begin = torch.cuda.Event(enable_timing=True) if device.type == "cuda" else None
+    end = torch.cuda.Event(enable_timing=True) if device.type == "cuda" else None
+    for i in range(calls):
+        args = prep(i, latency_seed(seeds, i))
         held_bytes = _hold(held, args, held_bytes, cfg.hold_bytes)
         flush()
         _sync(device)
+        if begin is None:
+            t0 = time.perf_counter_ns()
+            out = fn(*args)
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+            continue
         begin.record()
-        fn(*args)
+        out = fn(*args)
         torch.cuda.synchronize(device)
         end.record()
         end.synchronize()
-        res.latency_ms.append(begin.elapsed_time(end))
-    return res
+        times.append(begin.elapsed_time(end))
+    return times, out
+
+
+def measure_latency(fn: Callable[..., Any], pool: Sequence[Sequence[Any]],
+                    device: torch.device, config: TimingConfig, seeds: Sequence[int],
+                    calls: int) -> tuple[list[float], Any]:
+    """Step 3 of :func:`measure` alone, after a warm-up call: ``calls`` per-call latencies
+    on fresh inputs (call ``i`` on pool set ``i % len(pool)`` with seed
+    :func:`latency_seed`), and the last call's output, for the judge to check. The judge
+    asks for it when the clocks disagree, to tell a moment's load on the host from work
+    that is always off the device (``judge/performance.py``).
+
+    Not covered: kernel time (no profiler here), outputs of any call but the last."""
+    device = torch.device(device)
+    flush = _L2Flusher(device, config.flush_l2)
+
+    def prep(k: int, seed: int) -> list[Any]:
+        return fresh_inputs(pool[k % len(pool)], seed, config.perturb)
+
+    fn(*prep(0, 30_000_000))  # a warm-up: the first call after a pause pays for it
+    _sync(device)
+    return _latency_loop(fn, prep, list(seeds), device, flush, [], config, max(1, calls))
 
 
 def _hold(held: list[list[Any]], args: list[Any], held_bytes: int, limit: int) -> int:

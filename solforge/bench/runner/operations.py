@@ -13,6 +13,8 @@
 - ``fetch``: send kept outputs back, by timed-call index.
 - ``batch_prepare`` / ``batch_go``: back-to-back forwards on prepared fresh inputs, then a
   device-wide synchronize and the last output, for the judge's own wall clock.
+- ``latency``: per-call latency alone (``timing.measure_latency``) and the last call's
+  output, when the judge measures a clock gap again.
 - ``trace``: one forward for the policy (``bench/policy/rules.py``): which compute ATen operations it
   ran, and whether code from the problem's file ran inside it.
 - ``exit``.
@@ -231,6 +233,22 @@ class Runner:
                 "unassigned_kernels": t.unassigned_kernels, "seeds": t.perturb_seeds,
                 "pool_indices": t.pool_indices, "kept": sorted(self.kept),
                 "flags": sorted(set(flags)), "warmup_calls": t.warmup_calls}
+
+    def op_latency(self, msg: dict) -> dict:
+        """Per-call latency alone (``timing.measure_latency``) and the last call's output."""
+        from solforge.bench.measure.timing import TimingConfig, measure_latency
+
+        cfg = TimingConfig(**msg.get("config", {}))
+        self.torch.manual_seed(msg["seed"])
+        pool = self._own(msg, "pool")
+        with self.torch.no_grad():
+            latency, out = measure_latency(self.model, pool, self.device, cfg, msg["seeds"],
+                                           int(msg["calls"]))
+        del pool
+        flat, flags = self._plain(out)
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+        return {"ok": True, "latency_ms": latency, "outputs": flat, "flags": flags}
 
     def op_profile(self, msg: dict) -> dict:
         """Per-kernel (GPU) or per-operator (CPU) time of a few calls, from torch.profiler."""
