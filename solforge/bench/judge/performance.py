@@ -39,9 +39,10 @@ from solforge.bench.judge import memory, probes
 from solforge.bench.judge.arbitration import Float64Run, compare_or_arbitrate
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.judge.correctness import baseline_agrees
-from solforge.bench.judge.outcome import for_runner, hacked, owned, runner_failed
+from solforge.bench.judge.outcome import fail, for_runner, hacked, owned, runner_failed
 from solforge.bench.measure import inputs as I
 from solforge.bench.measure import pinning
+from solforge.bench.measure.closeness import Comparison
 from solforge.bench.measure.compare import as_list
 from solforge.bench.measure.slots import device_slot, not_the_candidates_time
 from solforge.bench.measure.timing import (
@@ -59,6 +60,10 @@ from solforge.sol.hooks import annotate_workload, count_workload
 POOL_SETS = 3          # distinct input sets that timed calls cycle through, then perturb
 RETAIN = 4             # timed calls whose outputs the judge re-checks (the last, and 3 more)
 CLOCK_RETRIES = 2       # extra batches when the judge's clock disagrees with the runner's
+# a wrong timed output within this many times the tolerance, on at most this share of the
+# elements, is run again before it is called a cheat (``_timed_call_wrong``)
+NEAR_FACTOR = 4.0
+NEAR_SHARE = 0.05
 
 
 def _timing_config(opts: EvalOptions) -> TimingConfig:
@@ -300,13 +305,44 @@ def _timed_outputs(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int]
         want = I.run_forward(ctx.ref, xi, ctx.seed)
         cmp = compare_or_arbitrate(owned(kept[i]), Float64Run(ctx.ref, xi, ctx.seed, want),
                                    ctx.problem)
-        del xi, want  # one rebuilt input set at a time beside the pool
         if not cmp.ok:
-            return hacked(res, "timed_output_mismatch",
-                         f"timed call {i} returned a wrong result ({cmp.message}) although the "
-                         "correctness trials passed: results depend on call history (caching "
-                         "or deferred work)")
+            return _timed_call_wrong(ctx, i, xi, want, cmp)
+        del xi, want  # one rebuilt input set at a time beside the pool
     return None
+
+
+def _timed_call_wrong(ctx: WorkloadContext, i: int, xi: list[Any], want: Any,
+                      cmp: Comparison) -> Status:
+    """Timed call ``i`` returned a wrong result. Far off (past :data:`NEAR_FACTOR` times
+    the tolerance, or more than :data:`NEAR_SHARE` of the elements out: a stale or
+    unfinished output) it is ``REWARD_HACK``: the result depended on the call history
+    (caching, deferred work). Just past the tolerance, the same inputs are run once more on
+    their own: still wrong, these values fail the tolerance however the call comes
+    (``INCORRECT_NUMERICAL``; KernelBench's SwinMLP with its convolutions channels-last,
+    cuDNN's TF32 algorithm 3e-6 further from float64 than the reference's on one timed
+    input, 0.83% of the elements out, had been branded a cheat:
+    benchmarks/results/2026-12-07-h100-s32); right on their own, ``REWARD_HACK``. Either
+    way the candidate fails; only the label rests on this."""
+    res = ctx.res
+    cheat = (f"timed call {i} returned a wrong result ({cmp.message}) although the "
+             "correctness trials passed: results depend on call history (caching or "
+             "deferred work)")
+    if cmp.status is not Status.INCORRECT_NUMERICAL or cmp.worst_factor > NEAR_FACTOR \
+            or cmp.mismatch_ratio > NEAR_SHARE:
+        return hacked(res, "timed_output_mismatch", cheat)
+    try:
+        again = owned(ctx.ask({"op": "run", "inputs": for_runner(xi, ctx.device),
+                               "seed": ctx.seed})["outputs"])
+    except RunnerFailure as e:
+        return runner_failed(res, e)
+    rerun = compare_or_arbitrate(again, Float64Run(ctx.ref, xi, ctx.seed, want), ctx.problem)
+    if rerun.ok:
+        return hacked(res, "timed_output_mismatch",
+                      f"{cheat}; its inputs run again on their own pass")
+    return fail(res, Status.INCORRECT_NUMERICAL,
+                f"timed call {i} returned a result just outside the tolerance ({cmp.message}),"
+                " and its inputs run again on their own fail too: these values are outside "
+                "the tolerance, whatever the call history")
 
 
 def _latency_again(ctx: WorkloadContext, pool: list[list[Any]], seeds: list[int],
