@@ -113,9 +113,13 @@ def estimated_seconds(c: Any, compile_seen: float | None) -> float:
     problems (6-11 s; 24 s for Swin), so compiled candidates were skipped for budget they
     would not have spent (benchmarks/results/2026-12-07-h100-s30/call2).
 
-    Not covered: max-autotune and Inductor-option candidates (their compile searches
-    configurations: no plain compile predicts it); the non-compile part, kept as
-    estimated."""
+    Max-autotune and Inductor-option candidates have a compile part too: their tuning on
+    top stays static (``families/inductor.TUNING_S``, ``reference_facts.autotune_seconds``:
+    per GEMM and convolution, from an H100's first calls), and their own charged seconds
+    never count as a plain compile's (``SearchState.saw_compile``).
+
+    Not covered: the non-compile part, kept as estimated; a tuning that takes longer than
+    the H100 measured (another host, many more distinct shapes)."""
     if c.compile_s <= 0 or compile_seen is None:
         return c.cost
     return c.cost - c.compile_s + COMPILE_MARGIN * compile_seen

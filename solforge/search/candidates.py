@@ -265,7 +265,9 @@ def reorder_after_reference(rest: list[Candidate], reference: EvaluationRecord
         if gemm_bound and F32X3_KIND in c.name.split("+"):
             return 0
         if compiled:
-            return 0 if promote and c.cost <= cheap else 1
+            # a tuning compile (coordinate descent, max-autotune) waits its turn by cost:
+            # its tuning is on top of the compile that won
+            return 0 if promote and c.cost <= cheap and "autotune" not in c.levers else 1
         return 1
 
     return order_candidates(rest, key=lambda c: (tier(c), c.cost, c.name))

@@ -70,6 +70,41 @@ def conv_kinds(ctx: SearchContext) -> set[int]:
     return kinds
 
 
+# seconds max-autotune spent benchmarking its choices per distinct shape, after the plain
+# compile had run (an H100, benchmarks/results/2026-12-07-h100-s32/call3, kb_probe's
+# first_call_s): one 1024x8192x8192 fp32 GEMM 55 s, an attention block's three GEMMs 114 s,
+# one convolution 7-22 s
+AUTOTUNE_S = {"gemm": 55.0, "conv": 20.0}
+_GEMM_OPS = {"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear"}
+
+
+def _shape_key(n: fx.Node) -> tuple:
+    shapes = tuple(tuple(a.meta["val"].shape) for a in n.all_input_nodes
+                   if hasattr(a.meta.get("val"), "shape"))
+    mod = n.meta.get("module") if n.op == "call_module" else None
+    weight = getattr(mod, "weight", None)
+    return shapes + ((tuple(weight.shape),) if weight is not None else ())
+
+
+def autotune_seconds(ctx: SearchContext) -> float | None:
+    """What max-autotune's benchmarking is expected to add to a plain compile of this
+    reference: :data:`AUTOTUNE_S` per distinct GEMM or convolution (its kind and input
+    shapes; Inductor's autotune cache serves a repeated shape). None without a traced
+    graph. Not covered: the Triton configurations of reductions and pointwise kernels
+    (coordinate descent, seconds), a host slower than the one measured."""
+    if ctx.traced is None:
+        return None
+    seen: dict[tuple, str] = {}
+    for name, n in _graph_ops(ctx):
+        mod = n.meta.get("module") if n.op == "call_module" else None
+        if re.fullmatch(r"conv(?:_?transpose)?([123])d", name) or \
+                isinstance(mod, nn.modules.conv._ConvNd):
+            seen[(name, _shape_key(n))] = "conv"
+        elif name in _GEMM_OPS:
+            seen[(name, _shape_key(n))] = "gemm"
+    return sum(AUTOTUNE_S[k] for k in seen.values())
+
+
 # a forward that reads tensor values on the host (a loop over ``lengths.tolist()``): a
 # graph would bake in the values seen at capture, and capture refuses the copy anyway
 _HOST_READS = re.compile(r"\.(tolist|item|cpu|numpy)\(\)|\.nonzero\(")

@@ -76,7 +76,9 @@ class SearchState:
         stopped before its compile ended), and the reference's ``baseline`` phase, which
         warms up torch.compile's baseline of the reference."""
         took = []
-        if c.compile_s > 0 and record.passed:
+        # a compile that tunes (coordinate descent, max-autotune) takes its tuning on top:
+        # not what a plain compile takes
+        if c.compile_s > 0 and record.passed and "autotune" not in c.levers:
             took.append(charged)
         if c.family == "reference" and record.speedup_vs_compile is not None:
             took.append(record.phase_seconds.get("baseline", 0.0))

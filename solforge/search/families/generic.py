@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from solforge.search.candidates import SearchContext
 from solforge.search.families.render import COST, Wrap, make_candidate
-from solforge.search.reference_facts import has_fp32_matmul, reads_values_on_host
+from solforge.search.reference_facts import (
+    autotune_seconds,
+    has_fp32_matmul,
+    reads_values_on_host,
+)
 
 
 def reference_family(ctx: SearchContext):
@@ -40,13 +44,17 @@ def compile_family(ctx: SearchContext):
                   "memory for the elementwise and reduction work, with no change to the "
                   "math beyond fp32 accumulation order.")
     if ctx.gpu and mode != "max-autotune-no-cudagraphs":
+        tune = autotune_seconds(ctx)
         yield make_candidate(
             ctx, name="compile_max_autotune", family="compile", parent="compile",
             summary="the reference compiled with mode 'max-autotune-no-cudagraphs'",
             details=["Inductor benchmarks GEMM templates and Triton configurations for",
                      "each shape and keeps the fastest; compilation takes minutes."],
             levers=["compile", "compile_max_autotune", "autotune"],
-            cost=COST["max_autotune"], wrap=Wrap(compile_mode="max-autotune-no-cudagraphs"),
+            # at least coordinate descent's tuning: max-autotune tunes reductions too
+            cost=COST["max_autotune"] if tune is None else COST["compile_gpu"] + max(tune, 15.0),
+            compile_part=None if tune is None else COST["compile_gpu"],
+            wrap=Wrap(compile_mode="max-autotune-no-cudagraphs"),
             reasoning="Compile's fusion plus autotuned GEMM and reduction configurations: "
                       "worth its compile time when GEMMs or large reductions dominate.")
 

@@ -48,12 +48,23 @@ from __future__ import annotations
 from typing import Any
 
 from solforge.search.candidates import SearchContext
-from solforge.search.families.render import Wrap, make_candidate
-from solforge.search.reference_facts import conv_kinds, has_matmul
+from solforge.search.families.render import COST, Wrap, make_candidate
+from solforge.search.reference_facts import autotune_seconds, conv_kinds, has_matmul
 
-# after the library rewrites (2 s): a BLAS switch rarely beats a rewrite; before compiles
-COST_TUNED = {"blas": 5.0, "coordinate_descent": 90.0, "freezing": 45.0,
-              "autotune_templates": 300.0, "reference_layout": 40.0}
+# seconds beyond one plain compile (whose part of each cost, ``COST["compile_gpu"]``, is
+# estimated from the problem's measured compiles: ``budget.estimated_seconds``). From an
+# H100 (benchmarks/results/2026-12-07-h100-s32/call3): coordinate descent's first call took
+# 0.3-8.6 s more than the plain compile's on five KernelBench problems, freezing's none;
+# max-autotune's templates ``reference_facts.autotune_seconds`` per GEMM and convolution.
+# The BLAS switch, no compile at all, goes after the library rewrites (2 s): it rarely
+# beats a rewrite.
+TUNING_S = {"coordinate_descent": 15.0, "freezing": 5.0, "reference_layout": 0.0}
+COST_TUNED = {"blas": 5.0, **{k: COST["compile_gpu"] + v for k, v in TUNING_S.items()}}
+
+
+def _tuned(kind: str) -> dict[str, float]:
+    """``cost`` and ``compile_part`` of an Inductor-option candidate of ``kind``."""
+    return {"cost": COST_TUNED[kind], "compile_part": COST["compile_gpu"]}
 
 
 def _known(options: dict[str, Any]) -> bool:
@@ -85,7 +96,7 @@ def inductor_family(ctx: SearchContext):
                 ctx, name="inductor:coordinate_descent", family="inductor", parent="compile",
                 summary="compiled with coordinate-descent tuning of its Triton kernels",
                 details=details, levers=["compile", "inductor_tuning", "autotune"],
-                cost=COST_TUNED["coordinate_descent"],
+                **_tuned("coordinate_descent"),
                 wrap=Wrap(compile_options=tuple(opts.items())),
                 reasoning="Inductor picks each generated kernel's block sizes and warps by "
                           "heuristic; tuning them one at a time by timing often gains on "
@@ -98,7 +109,7 @@ def inductor_family(ctx: SearchContext):
                 summary="compiled with freezing: parameters as constants",
                 details=details + ["Weights are constants: pre-packed, BatchNorm folded into",
                                    "convolutions in eval mode, layouts chosen end to end."],
-                levers=["compile", "freezing"], cost=COST_TUNED["freezing"],
+                levers=["compile", "freezing"], **_tuned("freezing"),
                 wrap=Wrap(compile_options=tuple(opts.items())),
                 reasoning="With the weights known at compile time Inductor folds and "
                           "pre-packs them, and optimises tensor layouts for the whole graph "
@@ -115,6 +126,7 @@ def inductor_family(ctx: SearchContext):
             reasoning="PyTorch calls cuBLAS by default; cuBLASLt picks from more algorithms "
                       "and fuses the bias add, which can win at some shapes.")
         if _known(opts):
+            tune = autotune_seconds(ctx) or 0.0  # the family runs on traced references
             yield make_candidate(
                 ctx, name="inductor:autotune_templates", family="inductor",
                 parent="compile_max_autotune",
@@ -123,7 +135,8 @@ def inductor_family(ctx: SearchContext):
                                    "templates against the library kernels per shape and keeps",
                                    "the fastest, epilogues fused into the templates."],
                 levers=["compile", "compile_max_autotune", "inductor_tuning", "autotune"],
-                cost=COST_TUNED["autotune_templates"],
+                cost=COST["compile_gpu"] + TUNING_S["coordinate_descent"] + tune,
+                compile_part=COST["compile_gpu"],
                 wrap=Wrap(compile_options=tuple(opts.items())),
                 reasoning="A Triton template can fuse the bias, activation and scaling after "
                           "a GEMM or convolution into its epilogue, which a library call "
@@ -140,7 +153,7 @@ def inductor_family(ctx: SearchContext):
                 details=details + ["layout_optimization off: no channels-last conversion,",
                                    "so cuDNN runs the algorithm eager runs (same rounding)",
                                    "while the ops around the convolutions still fuse."],
-                levers=["compile", "inductor_tuning"], cost=COST_TUNED["reference_layout"],
+                levers=["compile", "inductor_tuning"], **_tuned("reference_layout"),
                 wrap=Wrap(compile_options=tuple(opts.items())),
                 reasoning="Inductor's channels-last layout makes cuDNN pick another "
                           "convolution algorithm, whose TF32 rounding can fail an fp32 "

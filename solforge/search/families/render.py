@@ -122,15 +122,21 @@ def _subclass_body(ctx: SearchContext, wrap: Wrap) -> tuple[str, list[str]]:
 def make_candidate(ctx: SearchContext, *, name: str, family: str, summary: str,
                    details: list[str], levers: list[str], cost: float, reasoning: str,
                    wrap: Wrap | None = None, graph: fx.Graph | None = None,
-                   calls: tuple[Any, ...] = (), parent: str | None = None) -> Candidate:
+                   calls: tuple[Any, ...] = (), parent: str | None = None,
+                   compile_part: float | None = None) -> Candidate:
     """Render one candidate's solution file (``emit.py``): a rewritten ``graph`` makes a
-    standalone file; no graph, a subclass of the reference around its own forward."""
+    standalone file; no graph, a subclass of the reference around its own forward.
+    ``compile_part``: the share of ``cost`` that is one plain compile (estimated from the
+    problem's measured compiles, ``budget.estimated_seconds``); by default the whole
+    compile cost of a plain-mode compile, none for anything else."""
     wrap = wrap or Wrap()
     imports = list(BASE_IMPORTS)
     # a compile in a plain mode: its time is what the problem's other such compiles took
     plain = wrap.compile_mode is not None and not wrap.compile_options and \
         not wrap.compile_mode.startswith("max-autotune")
     compile_s = min(cost, COST["compile_gpu" if ctx.gpu else "compile_cpu"]) if plain else 0.0
+    if compile_part is not None:
+        compile_s = min(cost, compile_part)
     if graph is None:
         body, extra = _subclass_body(ctx, wrap)
         source = subclass_file(problem=ctx.problem.name, candidate=name, summary=summary,
