@@ -48,12 +48,13 @@ the traced call (Python 3.11 cannot hook them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -128,8 +129,32 @@ def _numel(xs: Any) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _eager_stance() -> Iterator[None]:
+    """TorchDynamo kept out of the traced call: a compiled function called under a
+    dispatch mode ran eagerly from then on, so a Triton solution that compiles its glue
+    was timed as eager code after the policy probe (KernelBench's ReLU self-attention,
+    3xTF32 GEMMs compiled around: ATen's kernels in every timed call on an H100,
+    benchmarks/results/2026-12-07-h100-s32). Under ``force_eager`` the trace runs the
+    same eager operations and the compiled program stays as it was; a torch without
+    stances resets TorchDynamo after the trace (the next call compiles again)."""
+    import torch
+
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is not None:
+        with set_stance("force_eager"):
+            yield
+        return
+    try:
+        yield
+    finally:
+        if "torch._dynamo" in sys.modules:
+            torch._dynamo.reset()
+
+
 def aten_trace(fn: Callable[[], Any]) -> AtenTrace:
-    """Run ``fn`` under a dispatch mode; record the compute ATen operations it ran."""
+    """Run ``fn`` under a dispatch mode, TorchDynamo kept out (:func:`_eager_stance`);
+    record the compute ATen operations it ran."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     trace = AtenTrace()
@@ -144,7 +169,7 @@ def aten_trace(fn: Callable[[], Any]) -> AtenTrace:
                     trace.elements[key] += _numel(args) + _numel(kwargs or {})
             return func(*args, **(kwargs or {}))
 
-    with _Count():
+    with _eager_stance(), _Count():
         fn()
     return trace
 
