@@ -20,7 +20,7 @@ from solforge.records.options import EvalOptions
 from solforge.records.evaluation import Status
 from solforge.bench.judge.reference_solution import reference_solution
 from solforge.problems import load_problem
-from tests.conftest import PROBLEMS
+from tests.conftest import PROBLEMS, own_cache
 
 CPU = torch.device("cpu")
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +57,9 @@ def test_one_long_compile_is_cut_at_its_budget_and_the_process_compiles_again(tm
     WKV survey held an H100's slot for 5 minutes so: benchmarks/results/
     2026-12-06-h100-s25); the process compiles normally afterwards. In a subprocess of
     its own: the deadline is a SIGALRM timer on the main thread, as in the judge."""
+    from solforge import env
+
+    inductor = env.cache_dir() / "inductor"
     script = f"""
 import json, time, torch
 from solforge.bench.baselines.measurement import warmed_compile
@@ -73,8 +76,11 @@ print(json.dumps({{"spent": spent, "why": why, "fn": fn is not None,
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                           # cold caches: a cached graph compiles faster
-                                           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "i"),
+                                           # the session's inductor cache (own_cache): no
+                                           # compile of the long loop is ever kept (each
+                                           # is cut), and the graph after it is this
+                                           # test's alone; the ISA probes are not redone
+                                           "TORCHINDUCTOR_CACHE_DIR": str(inductor),
                                            "TRITON_CACHE_DIR": str(tmp_path / "t")})
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -88,7 +94,7 @@ def test_a_judge_cuts_a_long_compile_and_records_the_baseline_unavailable(tmp_pa
     """Through a real judge: the compile baseline of a long loop, given 2 s by
     ``SOLFORGE_COMPILE_WARMUP_S``, is recorded unavailable (its knob in the record) and
     the evaluation passes against eager."""
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "cache"))
+    own_cache(monkeypatch, tmp_path / "cache")
     monkeypatch.setenv("SOLFORGE_COMPILE_WARMUP_S", "2")
     problem = load_problem(PROBLEMS / "long_loop_ref.py")
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=30,
@@ -124,7 +130,7 @@ def recompiling(tmp_path_factory):
                 compiles[-1] += 1
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SOLFORGE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        own_cache(mp, tmp_path_factory.mktemp("cache"))
         problem = load_problem(PROBLEMS / "recompiling_ref.py")
         sol = reference_solution(problem)
         records = {}
@@ -213,7 +219,7 @@ def test_a_slow_compile_warm_up_is_not_repeated_by_a_re_measurement(tmp_path, mo
     from solforge.bench.judge.performance import compile_holds_shared
     from solforge.bench.measure import slots
 
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    own_cache(monkeypatch, tmp_path)
     monkeypatch.setenv(slots.SLOTS_ENV, str(tmp_path / "slots"))  # this test's holds only
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
                        max_calls=20, seed=4, timeout_s=120)
@@ -283,7 +289,7 @@ def test_a_compile_baseline_outside_the_tolerance_is_timed_but_not_the_best(tmp_
     to 0.40x. Its time is kept and the record says why it is not the best baseline."""
     from solforge.records import speedup_vs_best
 
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    own_cache(monkeypatch, tmp_path)
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
                        max_calls=20, seed=3, timeout_s=120)
     problem = load_problem(PROBLEMS / "compile_differs.py")
@@ -313,7 +319,7 @@ def test_a_compile_baseline_is_judged_on_the_candidates_trials_not_one_input_set
     own draw agrees, the second trial's signed inputs do not."""
     from solforge.records import speedup_vs_best
 
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path))
+    own_cache(monkeypatch, tmp_path)
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
                        max_calls=20, seed=3, timeout_s=120)
     problem = load_problem(PROBLEMS / "compile_differs_signed.py")
@@ -339,7 +345,7 @@ def test_a_compile_program_that_failed_as_a_candidate_is_not_the_best_baseline(t
     from solforge.search.config import SearchConfig
     from solforge.search.state import SearchState
 
-    monkeypatch.setenv("SOLFORGE_CACHE", str(tmp_path / "cache"))
+    own_cache(monkeypatch, tmp_path / "cache")
     opts = EvalOptions(device="cpu", baselines=["eager", "compile"], budget_ms=40,
                        max_calls=20, seed=3, timeout_s=120)
     problem = load_problem(PROBLEMS / "kb_relu.py")

@@ -77,34 +77,39 @@ def test_measure_keeps_outputs_for_later_checks():
     assert sorted(small.outputs) == [9]  # room for one output: the newest is kept
 
 
-def test_the_floor_of_timed_calls_is_an_option():
+@pytest.fixture(scope="module")
+def tiny_ev():
+    """One judge for the tiny_linear tests below, each passing its own budget: started in
+    the first (not ``alone``), so the ``alone`` one does not start it while the other
+    pytest-xdist worker waits."""
+    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], workloads=["small"])) as ev:
+        yield ev
+
+
+def test_the_floor_of_timed_calls_is_an_option(tiny_ev):
     """Ten timed calls at the least by default, whatever the budget; ``min_calls`` lowers
     the floor (a Triton kernel under the CPU interpreter takes seconds a call)."""
     p = load_problem(PROBLEMS / "tiny_linear.py")
     sol = reference_solution(p)
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=0.01,
-                               trials=1, workloads=["small"])) as ev:
-        default = ev.evaluate(p, sol).workloads[0]
-        three = ev.evaluate(p, sol, min_calls=3).workloads[0]
+    default = tiny_ev.evaluate(p, sol, budget_ms=0.01, trials=1).workloads[0]
+    three = tiny_ev.evaluate(p, sol, budget_ms=0.01, trials=1, min_calls=3).workloads[0]
     assert default.timed_calls == 10 and three.timed_calls == 3, (default, three)
     assert three.time_ms and three.eager_ms
 
 
 @pytest.mark.alone  # a speed ratio on the CPU: no other worker's load
-def test_reference_against_itself_is_about_one():
+def test_reference_against_itself_is_about_one(tiny_ev):
     """No systematic bias between the runner's clock and the judge's baseline. A call
     takes 15-30 us here, where a loaded 2-core machine once gave one evaluation 0.49x
     (2026-12-02): a bias fails every one of three fresh evaluations (fresh baselines,
     interleaved), noise rarely does."""
     p = load_problem(PROBLEMS / "tiny_linear.py")
     seen = []
-    with Evaluator(EvalOptions(device="cpu", baselines=["eager"], budget_ms=200,
-                               workloads=["small"])) as ev:
-        for _ in range(3):
-            w = ev.evaluate(p, reference_solution(p), rounds=3).workloads[0]
-            seen.append((w.speedup_vs_eager, w.time_ms, w.eager_ms))
-            if 0.6 < w.speedup_vs_eager < 1.6:
-                break
+    for _ in range(3):
+        w = tiny_ev.evaluate(p, reference_solution(p), budget_ms=200, rounds=3).workloads[0]
+        seen.append((w.speedup_vs_eager, w.time_ms, w.eager_ms))
+        if 0.6 < w.speedup_vs_eager < 1.6:
+            break
     assert 0.6 < seen[-1][0] < 1.6, seen
 
 
