@@ -232,8 +232,16 @@ def test_the_folded_forms_compute_the_reference(tmp_path):
         _computes_the_reference(path, cands["library"], inputs, init=(1,))
 
 
+@pytest.fixture(scope="module")
+def ev():
+    # one judge for both problems below: a judge's start (its process and its runner
+    # zygote, each importing torch) is 6-7 s of CPU
+    with Evaluator(interpreted_options()) as e:
+        yield e
+
+
 @pytest.mark.parametrize("name", ["93_masked_cumsum", "92_cumsum_exclusive"])
-def test_the_candidate_passes_the_evaluator(tmp_path, name):
+def test_the_candidate_passes_the_evaluator(ev, tmp_path, name):
     """A problem small enough for the interpreter: the real evaluator (fresh inputs,
     held-out checks, anti-cheat) passes it."""
     path = _kernelbench(tmp_path, name, 4, 300)
@@ -242,8 +250,7 @@ def test_the_candidate_passes_the_evaluator(tmp_path, name):
     sol = tmp_path / "solution.py"
     sol.write_text(cands["library"].source)
     assert f"scanned = {FORMS[name][4]}" in sol.read_text()
-    with Evaluator(interpreted_options()) as ev:
-        r = ev.evaluate(load_problem(path), sol)
+    r = ev.evaluate(load_problem(path), sol)
     assert r.status is Status.PASSED, r.message
     assert r.language == "triton"
     assert "torch_fallback" not in r.flags and "calls_reference" not in r.flags

@@ -153,13 +153,21 @@ def test_iterating_a_shape_unrolls_to_its_rank():
     assert "hidden_states.shape[0]" in src and "self.head_dim" in src
 
 
-def test_printed_graphs_compute_what_the_references_compute(tmp_path):
-    checked = 0
+@pytest.fixture(scope="module")
+def corpus_traces():
+    """Each traceable corpus problem, its imported reference and its trace on the visible
+    workloads, read by both corpus-wide tests below (tracing them all: 4 s)."""
+    out = []
     for p in builtin_problems():
-        if p.name in UNTRACEABLE:
-            continue
-        module = import_file(p.path)
-        tr = trace_reference(p, module)
+        if p.name not in UNTRACEABLE:
+            module = import_file(p.path)
+            out.append((p, module, trace_reference(p, module)))
+    return out
+
+
+def test_printed_graphs_compute_what_the_references_compute(tmp_path, corpus_traces):
+    checked = 0
+    for p, module, tr in corpus_traces:
         src = standalone_file(problem=p.name, candidate="traced", summary="traced", details=[],
                               levers=[], reference_path=p.path,
                               imports=[*BASE_IMPORTS, "import torch.nn.functional as F"],
@@ -375,17 +383,14 @@ def test_float_arithmetic_on_attributes_stays_an_expression(tmp_path):
     _computes_the_reference_everywhere(tmp_path, p, module, src)  # the held-out one too
 
 
-def test_the_visible_workloads_graph_is_every_workload_s():
+def test_the_visible_workloads_graph_is_every_workload_s(corpus_traces):
     """A candidate is generated from the visible workloads' trace and judged on every
     workload: traced on all of them (held-out ones, GPU-sized ones on meta), each corpus
     problem gives the same printed graph. A constant baked in from the visible workloads
     (top_p_filter_llama3's ``1 - self.top_p``, all visible at 0.9) differs there."""
     checked = 0
-    for p in builtin_problems():
-        if p.name in UNTRACEABLE:
-            continue
-        module = import_file(p.path)
-        seen = forward_source(trace_reference(p, module).graph, {})
+    for p, module, tr in corpus_traces:
+        seen = forward_source(tr.graph, {})
         every = forward_source(trace_reference(p, module, list(p.workloads)).graph, {})
         assert every == seen, p.name
         checked += 1
