@@ -43,6 +43,7 @@ from solforge.agents.trajectory import Trajectory, load
 from solforge.agents.visible import write_visible_problem
 from solforge.agents.workspace import PROBLEM_FILE, SOLUTION_FILE, Workspace
 from solforge.bench import Evaluator, detect_language
+from solforge.bench.judge.build import made_by_this_judge
 from solforge.orchestrate.evalcache import CachedEvaluator
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.units import Unit, WorkerResult
@@ -108,11 +109,13 @@ class LedgerRecorder:
 
 
 def _restore_best(run: Run, recorder: LedgerRecorder) -> Best | None:
-    """The best passing visible evaluation among this worker's attempts (on resume)."""
+    """The best passing visible evaluation among this worker's attempts (on resume), of
+    those this judge's code made (``judge/build.py``: an older judge's may be wrong)."""
     mine = set(recorder.by_hash.values())
     best = None
     for e in run.ledger.evaluations(recorder.problem, kind="visible"):
-        if e["attempt"] in mine and e["status"] == "PASSED":
+        if e["attempt"] in mine and e["status"] == "PASSED" and \
+                made_by_this_judge(e["record"]):
             score = speedup_vs_best(e["record"]) or 0.0
             if best is None or score > best.score:
                 best = Best(e["attempt"], run.solution_path(recorder.problem, e["attempt"]),

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from solforge.bench.judge import install
+from solforge.bench.judge.build import judge_build
 from solforge.bench.judge.guard import EvaluatorTampered, solforge_digest
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord, Status
@@ -366,4 +367,5 @@ def _exit(proc: subprocess.Popen | None) -> str:
 def _record(problem: str, solution: Any, opts: EvalOptions, status: Status, message: str
             ) -> EvaluationRecord:
     return EvaluationRecord(problem=problem, solution=str(solution), device=opts.device,
-                            status=status, message=message, policy=opts.policy)
+                            status=status, message=message, policy=opts.policy,
+                            versions={"solforge": judge_build()})

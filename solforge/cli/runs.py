@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from solforge.bench.judge.build import judge_build
 from solforge.cli.console import fmt, make_console
 from solforge.orchestrate.run import Run
 
@@ -27,7 +28,17 @@ def summary_line(run: Run) -> str:
             + (f"; cut short by the run's budget (resume to go on): {', '.join(s['cut_short'])}"
                if s.get("cut_short") else "")
             + (f"; not reached before the run's budget ended (resume to go on): "
-               f"{_names(s['not_reached'])}" if s.get("not_reached") else ""))
+               f"{_names(s['not_reached'])}" if s.get("not_reached") else "")
+            + _builds(s.get("judge_builds") or {}))
+
+
+def _builds(builds: dict[str, int]) -> str:
+    """A note when the verdicts came from more than one judge code (``judge/build.py``)."""
+    if len(builds) < 2:
+        return ""
+    mine = builds.get(judge_build(), 0)
+    return (f"; {sum(builds.values()) - mine} verdict(s) from an older solforge judge "
+            f"(reopen those problems to judge them again)")
 
 
 def _names(names: list[str], shown: int = 8) -> str:

@@ -5,7 +5,8 @@ Workers call ``evaluate(problem, solution_path, language, **overrides)`` as on a
 the solution file's content, the language and the options that change a verdict, and keeps
 every finished record in the run's ledger (table ``evalcache``). A run resumed after a
 crash regenerates the same candidates and gets their finished verdicts back at once: only
-the evaluation that was in flight when the run died is redone.
+the evaluation that was in flight when the run died is redone. A run resumed by a newer
+solforge, whose judge code differs (``judge/build.py``), judges everything again.
 
 Re-measurements (``rounds`` > 1) are never served from the cache: a fresh figure is their
 point; nor are records about the evaluator rather than the solution (its process died, its
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from solforge.bench import Evaluator
+from solforge.bench.judge.build import judge_build
 from solforge.orchestrate.ledger import Ledger
 from solforge.problems.spec import Problem
 from solforge.records.evaluation import EvaluationRecord
@@ -61,7 +63,8 @@ class CachedEvaluator:
         name = problem.name if isinstance(problem, Problem) else str(problem)
         phash = problem.content_hash if isinstance(problem, Problem) else ""
         source = hashlib.sha256(Path(solution).read_bytes()).hexdigest()
-        blob = json.dumps([name, phash, source, language, relevant],
+        # the judge's own code: a record of an older judge is not served (judge/build.py)
+        blob = json.dumps([name, phash, source, language, relevant, judge_build()],
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -235,13 +235,18 @@ class Ledger:
 
     def best(self, problem: str) -> dict[str, Any] | None:
         """The best passing verdict: a re-measured ``final`` one if any, else ``full``
-        (attempts whose ``final`` re-measurement failed are excluded)."""
+        (attempts whose ``final`` re-measurement failed are excluded). An attempt judged
+        more than once in a kind stands by its latest record: a later one is a newer judge's
+        (a resumed run re-judges an older judge's records, ``judge/build.py``) or a later
+        re-measurement, and an earlier, higher figure is not kept beside it."""
         for kind in ("final", "full"):
             # an attempt whose re-measurement failed is not a winner any more
             row = self._db().execute(
-                "SELECT * FROM evaluations WHERE problem=? AND kind=? AND status='PASSED' "
+                "SELECT * FROM evaluations e WHERE problem=? AND kind=? AND status='PASSED' "
                 "AND COALESCE(attempt, -1) NOT IN (SELECT attempt FROM evaluations WHERE "
                 "problem=? AND kind='final' AND status!='PASSED' AND attempt IS NOT NULL) "
+                "AND (attempt IS NULL OR id = (SELECT MAX(id) FROM evaluations WHERE "
+                "problem=e.problem AND kind=e.kind AND attempt=e.attempt)) "
                 "ORDER BY COALESCE(speedup_vs_best, 0) DESC, id LIMIT 1",
                 (problem, kind, problem)).fetchone()
             if row is not None:

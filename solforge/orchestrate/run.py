@@ -165,7 +165,8 @@ class Run:
         the run's own budget ended early, state ``stopped``) and ``not_reached`` (the
         problems the budget ended before any unit: :meth:`not_reached`; counted nowhere
         else: a surveyed reference is not a verdict, and a problem never tried is not a
-        failure). A resumed run goes on with both kinds."""
+        failure), and ``judge_builds`` (verdicts per judge code, ``judge/build.py``). A
+        resumed run goes on with both kinds."""
         try:
             from solforge.sol import summarize
         except ImportError:
@@ -179,6 +180,13 @@ class Run:
         summary["cut_short"] = [p["name"] for p in self.ledger.problems()
                                 if p["state"] == "stopped"]
         summary["not_reached"] = sorted(left)
+        # which judge code made each verdict (judge/build.py): more than one means a run
+        # resumed across solforge versions whose problems not reopened kept older verdicts
+        builds: dict[str, int] = {}
+        for r in records:
+            b = r.versions.get("solforge", "unknown")
+            builds[b] = builds.get(b, 0) + 1
+        summary["judge_builds"] = builds
         return summary
 
     def lever_gains(self) -> dict[str, dict[str, Any]]:

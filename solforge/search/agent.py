@@ -23,6 +23,8 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    candidate of library kernels that passed but is host-bound (its calls take far longer
    on the judge's clock than its kernels: Triton's launch path) owes its CUDA-graph replay
    (``candidates.replay_of_host_bound``): the clock check may fail it at the verdict.
+   A candidate faster than eager, where torch.compile's baseline beat eager too, moves
+   its compiled-around child up next (``candidates.compiled_after_a_winning_part``).
    The budgets scale with the reference's gap to speed of light and, for a problem taken
    from a model, with its share of the model's time (``budget.gap_scale``),
    and the exploration ends once a passing candidate reaches ``sol_done``.
@@ -117,6 +119,7 @@ from solforge.search.candidates import (
     BASELINE_PROGRAMS,
     Candidate,
     baseline_first,
+    compiled_after_a_winning_part,
     generate_candidates,
     graphs_of_the_best_first,
     reorder_after_reference,
@@ -434,6 +437,10 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
                     s.owed.add(owed)
                     s.event("reordered", names=[x.name for x in queue], owed=owed,
                             host_bound=c.name)
+                moved = compiled_after_a_winning_part(queue, c, record)
+                if moved != queue:
+                    queue = moved
+                    s.event("reordered", names=[x.name for x in queue], compiled_part=c.name)
             if c.family == "reference" and queue:
                 reordered, owed = baseline_first(reorder_after_reference(queue, record),
                                                  record)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from solforge.bench import Evaluator
+from solforge.bench.judge.build import made_by_this_judge
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
@@ -65,6 +66,8 @@ class SearchState:
         # attempts of any search worker on this problem (the planner names later units
         # search-2, ...): the same source is the same attempt, judged once
         self.known: dict[str, dict[str, Any]] = {}
+        # (attempt, kind) whose stored record an older judge made (``earlier``)
+        self.rejudged: set[tuple[int, str]] = set()
         if config.resume:
             for a in self.led.attempts(self.name):
                 if a["agent"] == "search":
@@ -138,13 +141,23 @@ class SearchState:
         return record
 
     def earlier(self, attempt: int, kind: str) -> EvaluationRecord | None:
+        """The attempt's latest ``kind`` record of this run (on resume), if this judge's
+        code made it (``judge/build.py``): a record of an older judge is judged again,
+        once (``rejudged`` event), since the fault it may carry was fixed since."""
         if not self.config.resume:
             return None
         for e in reversed(self.led.evaluations(self.name, kind=kind)):
             # a record of a tampered evaluator says nothing about the candidate
-            if e["attempt"] == attempt and \
-                    "evaluator_tampered" not in e["record"].get("flags", []):
-                return EvaluationRecord.from_json(e["record"])
+            if e["attempt"] != attempt or \
+                    "evaluator_tampered" in e["record"].get("flags", []):
+                continue
+            if not made_by_this_judge(e["record"]):
+                if (attempt, kind) not in self.rejudged:
+                    self.rejudged.add((attempt, kind))
+                    self.event("rejudged", attempt=attempt, scope=kind,
+                               judge=(e["record"].get("versions") or {}).get("solforge", ""))
+                return None
+            return EvaluationRecord.from_json(e["record"])
         return None
 
     def verdict(self, attempt: int, itself: str = "") -> EvaluationRecord:

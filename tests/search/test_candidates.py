@@ -369,3 +369,48 @@ def test_a_host_bound_library_candidate_owes_its_graph_replay():
     assert replay_of_host_bound(queue, compiled, rec(1.10, 2.11)) == (queue, None)
     other = c("library", levers=("library_kernel",))
     assert replay_of_host_bound(queue, other, rec(1.10, 2.11)) == (queue, None)
+
+
+def test_a_part_faster_than_eager_moves_its_compiled_around_child_up():
+    from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
+    from solforge.search.candidates import compiled_after_a_winning_part
+
+    def rec(vs_eager, vs_compile, status=Status.PASSED):
+        return EvaluationRecord(problem="p", solution="s", status=status,
+                                speedup_vs_eager=vs_eager, speedup_vs_compile=vs_compile)
+
+    def c(name, parent=None, levers=()):
+        return Candidate(name=name, family="library", parent=parent, cost=1.0, source="",
+                         reasoning="", levers=list(levers))
+
+    # KernelBench 50_ReLUSelfAttention's queue after its 3xTF32 rewrite ran (session 33)
+    gemm = c("f32x3_gemm", levers=("library_kernel", "autotune"))
+    queue = [c("inductor:freezing", levers=("compile", "freezing")),
+             c("f32x3_gemm+cuda_graphs", "f32x3_gemm", ("library_kernel", "cuda_graphs")),
+             c("f32x3_gemm+compile", "f32x3_gemm", ("compile", "library_kernel")),
+             c("f32x3_gemm+max_autotune", "f32x3_gemm", ("compile", "autotune")),
+             c("blas:cublaslt", levers=("blas_choice",))]
+    names = lambda q: [x.name for x in q]  # noqa: E731
+    out = compiled_after_a_winning_part(queue, gemm, rec(1.116, 0.709))
+    assert names(out) == ["f32x3_gemm+compile", "inductor:freezing", "f32x3_gemm+cuda_graphs",
+                          "f32x3_gemm+max_autotune", "blas:cublaslt"]
+    # faster than compile already (MiniGPTBlock's library+f32x3_gemm: 1.54x of eager,
+    # 1.18x of compile): compiling around it still fuses the rest
+    assert names(compiled_after_a_winning_part(queue, gemm, rec(1.536, 1.178)))[0] == \
+        "f32x3_gemm+compile"
+    # no gain over eager, compile no faster than eager (99_Matmul's 1.44x against both),
+    # no compile figure, failed, or itself compiled: as is
+    assert compiled_after_a_winning_part(queue, gemm, rec(1.01, 0.70)) == queue
+    assert compiled_after_a_winning_part(queue, gemm, rec(1.44, 1.44)) == queue
+    assert compiled_after_a_winning_part(queue, gemm, rec(1.5, None)) == queue
+    # torch.compile's output out of the tolerance (the ResNet block's TF32 convolutions)
+    outside = rec(1.465, 0.619)
+    outside.workloads = [WorkloadResult(name="w", time_ms=1.0, compile_ms=0.4,
+                                        compile_within_tolerance=False)]
+    assert compiled_after_a_winning_part(queue, gemm, outside) == queue
+    outside.workloads[0].compile_within_tolerance = True
+    assert compiled_after_a_winning_part(queue, gemm, outside) != queue
+    failed = rec(1.5, 0.7, Status.INCORRECT_NUMERICAL)
+    assert compiled_after_a_winning_part(queue, gemm, failed) == queue
+    compiled = c("f32x3_gemm", levers=("compile",))
+    assert compiled_after_a_winning_part(queue, compiled, rec(1.5, 0.7)) == queue

@@ -33,6 +33,7 @@ import torch
 
 from solforge import env
 from solforge.bench.judge import memory
+from solforge.bench.judge.build import judge_build
 from solforge.bench.judge.context import WorkloadContext
 from solforge.bench.judge.memory_plan import (
     MEMORY_WAIT,
@@ -107,7 +108,8 @@ def _attempt(judge: Judge, problem_path: str, solution_path: str, language: str 
              opts: EvalOptions, alone: bool) -> EvaluationRecord:
     rec = EvaluationRecord(problem=str(problem_path), solution=str(solution_path),
                            device=device_name(opts.device), status=Status.PASSED,
-                           policy=opts.policy, versions=library_versions(),
+                           policy=opts.policy,
+                           versions={**library_versions(), "solforge": judge_build()},
                            knobs=env.verdict_knobs())
     _evaluate(judge, rec, problem_path, solution_path, language, opts, alone)
     return rec
