@@ -81,6 +81,14 @@ def test_a_compiled_triton_solution_is_timed_compiled(tmp_path):
 
 
 def test_the_aten_trace_leaves_a_compiled_function_compiled():
+    # Dynamo as in a fresh process (what a runner has): in one full-suite run the first
+    # call below ran eagerly, after other files had compiled in this worker process
+    # (Dynamo stops compiling new frames past its accumulated_recompile_limit); what is
+    # tested here is the trace alone
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
     @torch.compile(backend="eager")
     def f(x):
         return x * (1.0 if torch.compiler.is_compiling() else 1000.0)
