@@ -33,11 +33,12 @@ def summary_line(run: Run) -> str:
 
 
 def _builds(builds: dict[str, int]) -> str:
-    """A note when the verdicts came from more than one judge code (``judge/build.py``)."""
-    if len(builds) < 2:
+    """A note when some verdicts came from another judge code than this solforge's
+    (``judge/build.py``; 'unknown': a record from before records named their judge)."""
+    older = sum(builds.values()) - builds.get(judge_build(), 0)
+    if not older:
         return ""
-    mine = builds.get(judge_build(), 0)
-    return (f"; {sum(builds.values()) - mine} verdict(s) from an older solforge judge "
+    return (f"; {older} verdict(s) from an older solforge judge "
             f"(reopen those problems to judge them again)")
 
 

@@ -184,6 +184,8 @@ class Run:
         # resumed across solforge versions whose problems not reopened kept older verdicts
         builds: dict[str, int] = {}
         for r in records:
+            if not r.workloads and "solforge" not in r.versions:
+                continue  # no judge made it (a problem with no verdict in this run)
             b = r.versions.get("solforge", "unknown")
             builds[b] = builds.get(b, 0) + 1
         summary["judge_builds"] = builds

@@ -125,6 +125,7 @@ def test_an_attempt_stands_by_its_latest_verdict_and_the_summary_names_older_jud
     led.add_evaluation(problem.name, older, kind="final", attempt=attempt)
     assert led.best(problem.name)["record"]["versions"]["solforge"] == OLDER
     assert run.summary()["judge_builds"] == {OLDER: 1}
+    assert "1 verdict(s) from an older solforge judge" in summary_line(run)
     now = rec.to_json() | {"speedup_vs_eager": 0.5, "speedup_vs_compile": None}
     latest = led.add_evaluation(problem.name, now, kind="final", attempt=attempt)
     assert led.best(problem.name)["id"] == latest
