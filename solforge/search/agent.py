@@ -27,7 +27,8 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    its compiled-around child up next (``candidates.compiled_after_a_winning_part``).
    The budgets scale with the reference's gap to speed of light and, for a problem taken
    from a model, with its share of the model's time (``budget.gap_scale``),
-   and the exploration ends once a passing candidate reaches ``sol_done``.
+   and the exploration ends once a passing candidate reaches ``sol_done``, or runs as fast
+   as the best baseline at ``roofline_done`` of its speed-of-light bound.
    Skipped: a family after ``family_failures`` failed candidates, a candidate whose
    parent failed, anything past a budget (``SearchConfig``).
 3. **Verdict and re-measurement**, one evaluation: the best passing candidate by
@@ -335,6 +336,10 @@ def faster_baseline_program(final: EvaluationRecord) -> str:
     return "reference"
 
 
+# a candidate within this of the best baseline's speed counts as as fast as it
+NEAR_BEST = 0.99
+
+
 def _skip_reason(s: SearchState, c: Candidate, cands: list[Candidate], limit: int, tried: int,
                  spent: float, clock: PhaseClock, failures: Counter[str],
                  failed: set[str], graphs: int) -> str | None:
@@ -348,6 +353,12 @@ def _skip_reason(s: SearchState, c: Candidate, cands: list[Candidate], limit: in
                     if r.passed and r.sol_score is not None), default=None)
     if best_sol is not None and best_sol >= cfg.sol_done:
         return f"SOL score {best_sol:.2f} reached (sol_done {cfg.sol_done}): the gap is closed"
+    # as fast as the best baseline, so a bound set too high cannot end a search behind it
+    near = max((roofline_fraction(r) or 0.0 for r in s.visible.values()
+                if r.passed and s.score(r) >= NEAR_BEST), default=0.0)
+    if near >= cfg.roofline_done:
+        return (f"runs at {near:.3f} of its speed-of-light bound (roofline_done "
+                f"{cfg.roofline_done}): the gap is closed")
     if tried >= limit:
         return f"max_candidates ({limit}) reached"
     gpu_s, compile_s = cfg.gpu_seconds * s.scale, cfg.compile_seconds * s.scale

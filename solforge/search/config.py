@@ -60,6 +60,14 @@ class SearchConfig(BaseModel):
         0.9, gt=0, le=1.0, description="the exploration ends once a passing candidate's "
         "SOL score (geomean over the visible workloads) reaches this: the gap to the "
         "hardware's limit is closed, more candidates would only spend the device's slot")
+    roofline_done: float = Field(
+        0.95, gt=0, le=1.0, description="the exploration ends once a passing candidate as "
+        "fast as the best baseline (within 1%) runs at this fraction of its speed-of-light "
+        "bound (budget.roofline_fraction over the visible workloads): no program is more "
+        "than 1/fraction faster. A reference at its bound scores 0.5 (as fast as its "
+        "baselines) however near it is, so the SOL score alone never ended the search of "
+        "KernelBench's sum and mean over a dim, at 98.5% of DRAM bandwidth "
+        "(benchmarks/results/2026-12-07-h100-s33)")
     budget_by_gap: bool = Field(
         True, description="scale ``gpu_seconds`` and ``compile_seconds`` by the reference's "
         "measured gap to speed of light: (1 - T_SOL / T) / 0.5, clamped to [0.5, 2.0] (a "

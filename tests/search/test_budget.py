@@ -84,6 +84,32 @@ def test_the_exploration_ends_where_the_gap_is_closed(tmp_path):
     assert skip(s, c) is None
 
 
+def test_the_exploration_ends_where_a_program_as_fast_as_the_best_runs_at_its_bound(
+        tmp_path):
+    s, c = search(tmp_path)
+
+    def ref(time_ms: float, eager_ms: float, compile_ms: float) -> EvaluationRecord:
+        r = timed(0.49, (time_ms, 2.829, 0.004))
+        r.workloads[0].eager_ms, r.workloads[0].compile_ms = eager_ms, compile_ms
+        return r
+
+    # KernelBench's 47_Sum on an H100 (session 33): the reference at 98.5% of its DRAM
+    # bound, SOL score 0.49 (as fast as its baselines; compile 1.17x slower)
+    s.visible["reference"] = ref(2.873, 2.870, 3.375)
+    assert skip(s, c) == ("runs at 0.985 of its speed-of-light bound (roofline_done 0.95): "
+                          "the gap is closed")
+    # at 90% of the bound: up to 1.11x is left
+    s.visible["reference"] = ref(3.129, 3.129, 3.4)
+    assert skip(s, c) is None
+    # near its bound but slower than the best baseline (a bound set too high): not closed
+    s.visible["reference"] = ref(2.873, 2.870, 2.3)
+    assert skip(s, c) is None
+    # a failed candidate's figure does not count
+    s.visible["reference"] = ref(2.873, 2.870, 3.375)
+    s.visible["reference"].status = Status.INCORRECT_NUMERICAL
+    assert skip(s, c) is None
+
+
 def test_a_scaled_budget_and_the_owed_candidate(tmp_path):
     s, c = search(tmp_path, gpu_seconds=20.0)
     s.visible["reference"] = record(0.1)
