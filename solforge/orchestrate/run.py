@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -182,13 +183,10 @@ class Run:
         summary["not_reached"] = sorted(left)
         # which judge code made each verdict (judge/build.py): more than one means a run
         # resumed across solforge versions whose problems not reopened kept older verdicts
-        builds: dict[str, int] = {}
-        for r in records:
-            if not r.workloads and "solforge" not in r.versions:
-                continue  # no judge made it (a problem with no verdict in this run)
-            b = r.versions.get("solforge", "unknown")
-            builds[b] = builds.get(b, 0) + 1
-        summary["judge_builds"] = builds
+        # (a record with neither workloads nor a judge is a problem with no verdict)
+        summary["judge_builds"] = dict(Counter(
+            r.versions.get("solforge", "unknown") for r in records
+            if r.workloads or "solforge" in r.versions))
         return summary
 
     def lever_gains(self) -> dict[str, dict[str, Any]]:

@@ -449,7 +449,7 @@ def _explore(s: SearchState, cands: list[Candidate], limit: int) -> int:
                     s.event("reordered", names=[x.name for x in queue], owed=owed,
                             host_bound=c.name)
                 moved = compiled_after_a_winning_part(queue, c, record)
-                if moved != queue:
+                if moved is not queue:
                     queue = moved
                     s.event("reordered", names=[x.name for x in queue], compiled_part=c.name)
             if c.family == "reference" and queue:

@@ -394,7 +394,10 @@ def compiled_after_a_winning_part(queue: list[Candidate], evaluated: Candidate,
         return queue
     up = [c for c in queue if c.parent == evaluated.name and "compile" in c.levers
           and "cuda_graphs" not in c.levers and "autotune" not in c.levers]
-    return up + [c for c in queue if c not in up]
+    if not up:
+        return queue
+    moved = {id(c) for c in up}
+    return up + [c for c in queue if id(c) not in moved]
 
 
 def graphs_of_the_best_first(queue: list[Candidate], scores: dict[str, float]

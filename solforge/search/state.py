@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from solforge.bench import Evaluator
-from solforge.bench.judge.build import made_by_this_judge
+from solforge.bench.judge.build import judge_of, made_by_this_judge
 from solforge.orchestrate.run import Run
 from solforge.orchestrate.verify import reverified, reverify_overrides
 from solforge.problems.spec import Problem
@@ -155,7 +155,7 @@ class SearchState:
                 if (attempt, kind) not in self.rejudged:
                     self.rejudged.add((attempt, kind))
                     self.event("rejudged", attempt=attempt, scope=kind,
-                               judge=(e["record"].get("versions") or {}).get("solforge", ""))
+                               judge=judge_of(e["record"]))
                 return None
             return EvaluationRecord.from_json(e["record"])
         return None

@@ -52,6 +52,12 @@ def digest(package: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def judge_of(record: dict) -> str:
+    """The judge code a stored record (its JSON) names; '' for a record from before
+    records named it."""
+    return (record.get("versions") or {}).get("solforge", "")
+
+
 def made_by_this_judge(record: dict) -> bool:
     """Whether a stored record (its JSON) was made by this judge's code."""
-    return (record.get("versions") or {}).get("solforge") == judge_build()
+    return judge_of(record) == judge_build()
