@@ -39,6 +39,60 @@ def _isolated_cache(tmp_path_factory):
     yield
 
 
+_DYNAMO_CONFIG: dict = {}
+
+
+def _compile_state_left() -> list[str]:
+    """What a test left behind that makes a later ``torch.compile`` call run eagerly (or
+    traced) in this worker process: a compiler stance other than ``default``, a dispatch
+    or function mode still on its stack, TorchDynamo's frame callback still set, or a
+    TorchDynamo setting changed. Each is put back as it was. Empty before torch is
+    imported."""
+    import sys
+
+    if "torch._dynamo" not in sys.modules:
+        return []
+    import torch
+    import torch._dynamo.eval_frame as frames
+    from torch._C._dynamo.eval_frame import get_eval_frame_callback, set_eval_frame
+    from torch.utils._python_dispatch import _pop_mode
+
+    left = []
+    if frames._stance.stance != "default" or frames._stance.backend is not None:
+        left.append(f"compiler stance {frames._stance.stance!r}")
+        frames._stance = frames.DynamoStance()
+    if get_eval_frame_callback() not in (None, False):
+        left.append("TorchDynamo's frame callback set")
+        set_eval_frame(None)
+    while torch._C._len_torch_dispatch_stack():
+        left.append(f"dispatch mode {type(_pop_mode()).__name__}")
+    while torch._C._len_torch_function_stack():
+        left.append(f"function mode {type(torch._C._pop_torch_function_stack()).__name__}")
+    config = torch._dynamo.config.get_config_copy()
+    if not _DYNAMO_CONFIG:
+        _DYNAMO_CONFIG.update(config)
+    changed = {k: v for k, v in config.items() if k in _DYNAMO_CONFIG
+               and repr(_DYNAMO_CONFIG[k]) != repr(v)}
+    if changed:
+        left.append(f"torch._dynamo.config {sorted(changed)}")
+        for k in changed:
+            setattr(torch._dynamo.config, k, _DYNAMO_CONFIG[k])
+    return left
+
+
+@pytest.fixture(autouse=True)
+def _compile_state_kept():
+    """A test that leaves TorchDynamo's global state changed fails, naming what it left
+    (which is then put back): the tests share a process per pytest-xdist worker, and a
+    stance or mode left by one made a later test's first compiled call run eagerly in
+    CI (tests/bench/test_compiled_after_policy.py, twice), never when run alone."""
+    _compile_state_left()  # the state before: snapshot (first test) or already kept
+    yield
+    left = _compile_state_left()
+    if left:
+        pytest.fail("left TorchDynamo's global state changed: " + "; ".join(left))
+
+
 def own_cache(mp: pytest.MonkeyPatch, path: Path) -> Path:
     """Set ``SOLFORGE_CACHE`` (through ``mp``) to ``path``: a solforge cache of its own, where
     no baseline figure or verdict, candidate store or work count from another test is

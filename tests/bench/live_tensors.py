@@ -115,11 +115,22 @@ def _harness_frame() -> str:
     return caller if caller == names[0] else f"{caller} > {names[0]}"
 
 
+def in_the_judge() -> bool:
+    """Whether this process is a judge (``python -m solforge.bench.judge.process``). What it
+    imported says nothing: the test's own process imports the problem file too
+    (``load_problem``), often after other tests loaded the judge's modules; a mode pushed
+    there stayed on the pytest worker's stack and ran every later test's ``torch.compile``
+    calls eagerly (CI, session 33)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec is not None and spec.name == "solforge.bench.judge.process"
+
+
 def install(out: str) -> None:
     """Follow the judge's tensors from now on, writing the peaks to ``out``; once per
-    process, and only in the judge (a runner cannot write outside its own directories)."""
+    process, and only in a judge (:func:`in_the_judge`; a runner cannot write outside its
+    own directories)."""
     state = sys.modules.get("solforge.bench.judge.state")
-    if _installed or state is None or "solforge.bench.judge.pipeline" not in sys.modules:
+    if _installed or state is None or not in_the_judge():
         return
     mode = LiveTensors(out)
     mode.__enter__()  # never left: the process's every op from now on

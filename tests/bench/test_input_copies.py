@@ -35,7 +35,8 @@ def get_init_inputs():
 # real problem's scale (2 GiB beside 8 GB of input: a quarter of the input set)
 FOLLOWED = '''
 import sys
-if "solforge.bench.judge.pipeline" in sys.modules:
+_MAIN = getattr(sys.modules["__main__"], "__spec__", None)
+if _MAIN is not None and _MAIN.name == "solforge.bench.judge.process":
     from tests.bench.live_tensors import install
     install({out!r})
     import solforge.bench.measure.timing as _timing

@@ -65,7 +65,8 @@ def test_an_index_output_plans_no_float64_run(tmp_path):
 # are above the real one, and its live tensors followed.
 CANCELLING = '''
 import sys
-if "solforge.bench.judge.pipeline" in sys.modules:
+_MAIN = getattr(sys.modules["__main__"], "__spec__", None)
+if _MAIN is not None and _MAIN.name == "solforge.bench.judge.process":
     import solforge.bench.judge.arbitration as _arbitration
     _arbitration.GOLDEN_MAX_ELEMENTS = 1 << 16
     from tests.bench.live_tensors import install
