@@ -10,21 +10,21 @@ evaluator, the best kept and re-measured. No model, no key, no network.
    its parent), its file frozen at ``run.solution_path(problem, attempt)``, its record a
    ``visible`` evaluation, timed with the smaller ``explore_budget_ms`` and
    ``explore_max_calls`` (these figures only rank candidates). The reference goes first;
-   what its baselines show reorders the rest (``candidates.reorder_after_reference``:
+   what its baselines show reorders the rest (``reorder.reorder_after_reference``:
    compiled candidates next when torch.compile beat it, CUDA-graph replays last, and of
    those only ``graph_candidates``, the replay of the best candidate so far first:
-   ``candidates.graphs_of_the_best_first``).
+   ``reorder.graphs_of_the_best_first``).
    When torch.compile's baseline beat the reference, the candidate that is that baseline
    (the reference compiled in the baseline's own mode) goes first and is owed: it is
-   evaluated whatever the budgets and the stop say (``candidates.baseline_first``), so a
+   evaluated whatever the budgets and the stop say (``reorder.baseline_first``), so a
    cut never keeps a solution slower than the best baseline for want of it. Where that
    candidate fails its correctness trials, no later evaluation of the problem holds a
    candidate to the baseline's time there (``SearchState.compile_failed``). Likewise a
    candidate of library kernels that passed but is host-bound (its calls take far longer
    on the judge's clock than its kernels: Triton's launch path) owes its CUDA-graph replay
-   (``candidates.replay_of_host_bound``): the clock check may fail it at the verdict.
+   (``reorder.replay_of_host_bound``): the clock check may fail it at the verdict.
    A candidate faster than eager, where torch.compile's baseline beat eager too, moves
-   its compiled-around child up next (``candidates.compiled_after_a_winning_part``).
+   its compiled-around child up next (``reorder.compiled_after_a_winning_part``).
    The budgets scale with the reference's gap to speed of light and, for a problem taken
    from a model, with its share of the model's time (``budget.gap_scale``),
    and the exploration ends once a passing candidate reaches ``sol_done``, or runs as fast
@@ -55,7 +55,7 @@ its verdict, so a run cut by its budget keeps a judged solution per started prob
 the problem's state is then ``stopped`` and the result says ``cut_short``, so a resumed
 run goes on with it (the planner does not count such a unit). When
 torch.compile could not settle on the reference, or took ``slow_compile_s`` to warm up
-its baselines (``candidates.slow_compile_reason``), the compiled candidates are skipped:
+its baselines (``reorder.slow_compile_reason``), the compiled candidates are skipped:
 each would recompile as long at every correctness trial, inside the device's slot, while
 the other workers wait. A candidate that failed with a GPU out-of-memory error is judged
 again (``oom_retries``; the first record is kept as ``<kind>_oom``): another evaluator on
@@ -115,20 +115,18 @@ from solforge.search.budget import (
     gap_scale,
     roofline_fraction,
 )
-from solforge.search.candidates import (
+from solforge.search.candidates import Candidate, generate_candidates, search_context
+from solforge.search.config import SearchConfig
+from solforge.search.reorder import (
     BASELINE_CANDIDATE,
     BASELINE_PROGRAMS,
-    Candidate,
     baseline_first,
     compiled_after_a_winning_part,
-    generate_candidates,
     graphs_of_the_best_first,
     reorder_after_reference,
     replay_of_host_bound,
-    search_context,
     slow_compile_reason,
 )
-from solforge.search.config import SearchConfig
 from solforge.search.state import SearchState
 from solforge.search.trace import preload_compiler
 
@@ -299,7 +297,7 @@ def _baseline_fallback(s: SearchState, cands: list[Candidate], winner: Candidate
     """When the winner's verdict came out slower than the best baseline (a near-tie on the
     visible workloads that the re-measurement over all workloads reversed), the program
     of the baseline that was faster in that verdict's rounds (``compile``, or the
-    ``reference`` for eager; ``candidates.BASELINE_PROGRAMS``) is judged too, and kept
+    ``reference`` for eager; ``reorder.BASELINE_PROGRAMS``) is judged too, and kept
     when it does better: as that baseline's own program it reads 1.00x against it, so no
     problem keeps a solution slower than its best baseline. None when the winner is a
     baseline program already, reached 1.0, or that program never passed the visible

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import pytest
 
 import solforge.search.candidates as candidates_module
+import solforge.search.reorder as reorder_module
 from solforge.bench.evaluator import Evaluator
 from solforge.records.options import EvalOptions
 from solforge.records import speedup_vs_best
@@ -517,7 +518,7 @@ def test_a_host_bound_library_candidate_gets_its_replay_whatever_the_budget(
     here the predicate is forced, a CPU's kernel time being its host clock) owes its
     CUDA-graph replay: evaluated first, though its estimated cost is far past the budget
     and a cheaper graph candidate would come first."""
-    monkeypatch.setattr(candidates_module, "host_bound", lambda record: record.passed)
+    monkeypatch.setattr(reorder_module, "host_bound", lambda record: record.passed)
     led = _search_replays(tmp_path, monkeypatch, ev,
                           _replays("library_kernel", "fast+cuda_graphs", 1e6),
                           "fast+cuda_graphs")
@@ -536,7 +537,7 @@ def test_one_graph_candidate_the_replay_of_the_best_so_far(tmp_path, monkeypatch
 
 
 def test_graph_replays_ordered_by_their_bases_score():
-    from solforge.search.candidates import graphs_of_the_best_first
+    from solforge.search.reorder import graphs_of_the_best_first
 
     def c(name, parent=None, graphs=False):
         return Candidate(name=name, family="f", parent=parent, cost=1.0, source="",

@@ -256,7 +256,7 @@ def test_a_reference_bound_by_its_fp32_gemms_tries_the_3xtf32_candidate_first(tm
     candidates that left the GEMM on the SIMT units took the problem's 40 s, and the
     3xTF32 candidate (1.44x a session before) was skipped for its estimated 25 s."""
     from solforge.records.evaluation import EvaluationRecord, Status, WorkloadResult
-    from solforge.search.candidates import fp32_gemm_bound, reorder_after_reference
+    from solforge.search.reorder import fp32_gemm_bound, reorder_after_reference
 
     ctx = search_context(load_problem(_big_mlp(tmp_path)), "cuda")
     rest = [c for c in generate_candidates(ctx)[0] if c.name != "reference"]

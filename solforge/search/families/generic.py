@@ -31,7 +31,7 @@ def compile_family(ctx: SearchContext):
     cost = COST["compile_gpu" if ctx.gpu else "compile_cpu"]
     # compiled the way the evaluator compiles its baseline: this candidate is that baseline
     # as a solution, the one the search owes when torch.compile beat the reference
-    # (``candidates.baseline_first``)
+    # (``reorder.baseline_first``)
     mode = ctx.compile_mode
     yield make_candidate(
         ctx, name="compile", family="compile",
