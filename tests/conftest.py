@@ -68,7 +68,10 @@ def _compile_state_left() -> list[str]:
         left.append(f"dispatch mode {type(_pop_mode()).__name__}")
     while torch._C._len_torch_function_stack():
         left.append(f"function mode {type(torch._C._pop_torch_function_stack()).__name__}")
-    config = torch._dynamo.config.get_config_copy()
+    # public settings only: private bookkeeping (``_save_config_ignore``) changes as
+    # modules load
+    config = {k: v for k, v in torch._dynamo.config.get_config_copy().items()
+              if not k.startswith("_")}
     if not _DYNAMO_CONFIG:
         _DYNAMO_CONFIG.update(config)
     changed = {k: v for k, v in config.items() if k in _DYNAMO_CONFIG
