@@ -4,20 +4,21 @@ as a GPU search would (``search_context(problem, "cuda")`` + ``generate_candidat
 each candidate that substitutes library kernels judged for correctness by the real
 evaluator on the CPU (Triton under the interpreter; nothing timed).
 
-Run from the repository root (CPU; about an hour on two cores)::
+Run from the repository root (CPU, hours on two cores: level 1's 1-84 and level 2's 1-40
+took about 75 minutes in session 34; ``--start-at`` carries a cut sweep on)::
 
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/kb_numerics.py \\
         --out benchmarks/results/2026-12-07-cpu-s34-kb-numerics/numerics.json
 
 **Shrinking.** A KernelBench file sets its sizes as module-level integers (``batch_size =
-16``, ``N = 2048 * 2``). Each integer of 32 or more (alone, or in a module-level tuple or
-list) is divided by the smallest factor of :data:`FACTORS` (1: the file as written) that
-brings the reference's input and parameter elements under ``--max-elements`` (counted on
-the meta device) and lets its reference build and run on the CPU; multiples of 8 stay
-multiples of 8 and odd sizes odd (a masked tail stays a masked tail). Sizes set inside
-``get_inputs`` or the constructor are not changed, nor integers under 32 (kernel sizes,
-strides, group counts). A file no factor brings under the cap is recorded ``not_shrunk``
-and skipped.
+16``, ``N = 2048 * 2``, ``D, H, W = 16, 64, 64``). Each integer of 32 or more (alone, or
+in a module-level tuple or list) is divided by the smallest factor of :data:`FACTORS` (1:
+the file as written) that brings the reference's input and parameter elements under
+``--max-elements`` (counted on the meta device) and lets its reference build and run on
+the CPU; multiples of 8 stay multiples of 8 and odd sizes odd (a masked tail stays a
+masked tail). Sizes set inside ``get_inputs`` or the constructor are not changed, nor
+integers under 32 (kernel sizes, strides, group counts). A file no factor brings under
+the cap is recorded ``not_shrunk`` and skipped.
 
 **Judging.** One CPU evaluator judges every candidate whose levers include
 ``library_kernel`` and not ``compile`` or ``cuda_graphs`` (Inductor's C++ builds would
@@ -102,13 +103,15 @@ class _Shrink(ast.NodeTransformer):
 
     def shrink(self, tree: ast.Module) -> ast.Module:
         for stmt in tree.body:
-            if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name)
-                                                    for t in stmt.targets):
+            # ``n = 4096``, and ``D, H, W = 24, 32, 32`` (KernelBench's 3-D problems)
+            if isinstance(stmt, ast.Assign) and all(
+                    isinstance(t, ast.Name) or isinstance(t, ast.Tuple)
+                    and all(isinstance(e, ast.Name) for e in t.elts) for t in stmt.targets):
                 before = ast.unparse(stmt.value)
                 stmt.value = self._value(stmt.value)
                 after = ast.unparse(stmt.value)
                 if after != before:
-                    self.changed[stmt.targets[0].id] = after  # type: ignore[union-attr]
+                    self.changed[ast.unparse(stmt.targets[0])] = after
         return tree
 
 
@@ -213,7 +216,8 @@ def main() -> None:
     ap.add_argument("--mirror", default=MIRROR, help="KernelBench's git directory")
     ap.add_argument("--commit", default=COMMIT)
     ap.add_argument("--out", type=Path, help="the JSON to write (default: stdout only)")
-    ap.add_argument("--only", default="", help="files whose level/name contains this")
+    ap.add_argument("--only", default="",
+                    help="files whose level/name contains one of these (comma-separated)")
     ap.add_argument("--start-at", default="",
                     help="skip the files before this level/name (KernelBench's order)")
     ap.add_argument("--max-elements", type=int, default=1 << 18,
@@ -247,7 +251,7 @@ def main() -> None:
         tmp = Path(tmp_s)
         (tmp / "src").mkdir()
         files = [f for f in extract(args.mirror, args.commit, tmp / "src")
-                 if args.only in f"{f.parent.name}/{f.name}"]
+                 if any(o in f"{f.parent.name}/{f.name}" for o in args.only.split(","))]
         names = [f"{f.parent.name}/{f.name}" for f in files]
         if args.start_at:
             files = files[next(i for i, n in enumerate(names) if args.start_at in n):]

@@ -41,9 +41,10 @@ def test_sizes_shrink_keeping_multiples_of_eight_and_odd_tails():
     assert _scaled(4095, 16) == 255 and _scaled(4095, 32) % 2 == 1  # a masked tail stays
     assert _scaled(16, 64) == 16  # under 32: a group count, a kernel size
     tree = _Shrink(4)
-    out = ast.unparse(tree.shrink(ast.parse("n = 2048 * 2\nk = (3, 1 << 10)\ns = 'x'\n")))
-    assert out == "n = 1024\nk = (3, 256)\ns = 'x'"
-    assert tree.changed == {"n": "1024", "k": "(3, 256)"}
+    out = ast.unparse(tree.shrink(ast.parse(
+        "n = 2048 * 2\nk = (3, 1 << 10)\nD, H, W = 24, 64, 63\ns = 'x'\n")))
+    assert out == "n = 1024\nk = (3, 256)\nD, H, W = (24, 16, 15)\ns = 'x'"
+    assert tree.changed == {"n": "1024", "k": "(3, 256)", "(D, H, W)": "(24, 16, 15)"}
 
 
 def test_the_smallest_factor_that_fits_and_runs_is_kept(tmp_path):
