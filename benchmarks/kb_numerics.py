@@ -125,9 +125,9 @@ def _numel(xs: Any) -> int:
     return 0
 
 
-def _child_check(path: Path, max_elements: int, real: bool) -> str | None:
+def _child_check(path: Path, max_elements: int) -> str | None:
     """In a child: the reference's inputs and parameters counted on the meta device, then,
-    with ``real``, built and run on the CPU."""
+    within the cap, built and run on the CPU."""
     import torch
 
     from solforge.problems.loader import import_file
@@ -139,24 +139,23 @@ def _child_check(path: Path, max_elements: int, real: bool) -> str | None:
         n = _numel(m.get_inputs()) + sum(p.numel() for p in model.parameters())
     if n > max_elements:
         return f"{n} elements (cap {max_elements})"
-    if real:
-        torch.manual_seed(0)
-        model = m.Model(*m.get_init_inputs()).eval()
-        with torch.no_grad():
-            model(*m.get_inputs())
+    torch.manual_seed(0)
+    model = m.Model(*m.get_init_inputs()).eval()
+    with torch.no_grad():
+        model(*m.get_inputs())
     return None
 
 
-def _runs(path: Path, max_elements: int, real: bool) -> str | None:
-    """None when the file's reference fits the cap (and, with ``real``, builds and runs on
-    the CPU); else why not. In a forked child: a shrunk size can hang or crash."""
+def _runs(path: Path, max_elements: int) -> str | None:
+    """None when the file's reference fits the cap and builds and runs on the CPU; else why
+    not. In a forked child: a shrunk size can hang or crash."""
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
 
     def child() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
         try:
-            send.send(_child_check(path, max_elements, real))
+            send.send(_child_check(path, max_elements))
         except BaseException as e:  # noqa: BLE001 - the reason is the answer
             send.send(f"{type(e).__name__}: {str(e)[:200]}")
 
@@ -185,14 +184,11 @@ def shrink_file(src: Path, dest_dir: Path, max_elements: int) -> dict[str, Any]:
             tried[str(f)] = "no module-level size to shrink"
             break
         dest.write_text(out + "\n")
-        why = _runs(dest, max_elements, real=False)
+        why = _runs(dest, max_elements)
         if why is None:
-            why = _runs(dest, max_elements, real=True)
-            if why is None:
-                return {"factor": f, "sizes": tree.changed}
+            return {"factor": f, "sizes": tree.changed}
+        # over the cap, or fits but fails (a size that no longer divides): a larger factor
         tried[str(f)] = why
-        if not why.endswith(f"(cap {max_elements})"):
-            continue  # fits but fails (a size that no longer divides): a larger factor
     return {"not_shrunk": tried}
 
 
