@@ -96,6 +96,7 @@ class Pattern:
 # the built-ins, in the order they are tried (fused patterns first); plug-ins add rows
 _PATTERNS: dict[str, str | Pattern] = {
     "sdpa": "solforge.search.patterns.attention:SDPA_PATTERN",
+    "sdpa_bias": "solforge.search.patterns.attention_bias:SDPA_BIAS_PATTERN",
     "gqa": "solforge.search.patterns.gqa:GQA_PATTERN",
     "mha_no_weights": "solforge.search.patterns.mha:MHA_PATTERN",
     "fp8_quant": "solforge.search.patterns.quant:FP8_QUANT_PATTERN",

@@ -1,8 +1,9 @@
 """Small runtime pieces the generated solutions import: backend flags, channels-last
 inputs and 3-D conv weights, CUDA-graph replay (a class and a ``forward`` decorator), the
 low-precision GEMMs of ``patterns/lowp_gemm.py`` (on TF32, or on the FP8/int8 units with
-a TF32 fallback), the masked attention of ``patterns/attention.py`` (:func:`masked_sdpa`)
-and the rows ``nn.MultiheadAttention`` leaves without keys (:func:`nan_where_no_key`,
+a TF32 fallback), the masked attention of ``patterns/attention.py`` (:func:`masked_sdpa`),
+the biased attention of ``patterns/attention_bias.py`` (:func:`biased_sdpa`) and the rows
+``nn.MultiheadAttention`` leaves without keys (:func:`nan_where_no_key`,
 ``patterns/mha.py``). Kept here so a generated file stays a page of readable code.
 
 Not covered: CUDA graphs of a forward that synchronises with the host, allocates with
@@ -313,6 +314,35 @@ def masked_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     if math.isinf(fill):
         return out.masked_fill(~some, math.nan)
     return torch.where(some, out, value.mean(-2, keepdim=True))
+
+
+def biased_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                bias: torch.Tensor, source: torch.Tensor | None = None, masked: Any = True,
+                *, fill: float = -math.inf, scale: float | None = None,
+                dropout_p: float = 0.0) -> torch.Tensor:
+    """``softmax(query @ key^T * scale + bias) @ value``, with ``.masked_fill(source ==
+    masked, fill)`` after the add when ``source`` is given, as one
+    ``F.scaled_dot_product_attention`` call whose float ``attn_mask`` is the bias (``-inf``
+    where the boolean mask masks); ``patterns/attention_bias.py`` matches it. ``source`` and
+    ``masked`` read as in :func:`masked_sdpa`; ``bias`` has the query's dtype.
+
+    A row whose every score is ``-inf`` is NaN, as softmax of only ``-inf`` is (SDPA's CPU
+    kernels give 0 there, PyTorch 2.13); a row the boolean mask covers whole with a finite
+    ``fill`` is the mean of ``value`` (every score is the fill: uniform weights). Not
+    covered: that mean with dropout active (``dropout_p > 0``); a row whose kept keys all
+    score at or below ``fill + 104`` beside a finite fill (the reference weighs the filled
+    keys there; the patterns' docstrings state that limit).
+    """
+    mask, keep = bias, None
+    if source is not None:
+        keep = _keep(source, masked)
+        mask = torch.where(keep, bias, -math.inf)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask,
+                                         dropout_p=dropout_p, scale=scale)
+    out = out.masked_fill((mask == -math.inf).all(-1, keepdim=True), math.nan)
+    if keep is not None and not math.isinf(fill):
+        return torch.where(keep.any(-1, keepdim=True), out, value.mean(-2, keepdim=True))
+    return out
 
 
 def _masked_entries(mask: torch.Tensor) -> torch.Tensor:

@@ -253,7 +253,6 @@ def test_input_masks_keep_the_references_rows_without_keys(form, fill):
 
 
 @pytest.mark.parametrize("forward", [
-    "return F.softmax((q @ k.transpose(-2, -1)) * 0.3 + m.float() * -1e9, dim=-1) @ v",
     "return F.softmax(((q @ k.transpose(-2, -1)) * 0.3).masked_fill(~m, -1e3), -1) @ v",
     "return F.softmax(((q @ k.transpose(-2, -1)) * 0.3).masked_fill(~m, 0.0), -1) @ v",
     "return F.softmax(((q @ k.transpose(-2, -1)).masked_fill(~m, -1e9)) * 0.3, -1) @ v",
@@ -263,8 +262,9 @@ def test_input_masks_keep_the_references_rows_without_keys(form, fill):
      ".masked_fill(~m, 0.0) @ v"),
 ])
 def test_masks_and_dropouts_that_would_change_the_result_are_not_matched(tmp_path, forward):
-    """A float mask added (not boolean), fills not negative enough, a finite fill before the
-    scale, dropout 0.1 while training, a second mask after the softmax."""
+    """Fills not negative enough, a finite fill before the scale, dropout 0.1 while
+    training, a second mask after the softmax. (A float mask added is ``sdpa_bias``'s:
+    test_attention_bias.py.)"""
     path = _file(tmp_path, "variant", f'''
         SOLFORGE = {{"precision": "fp32", "workloads": [{{"name": "s", "params": {{}},
                                                           "cpu": True}}]}}

@@ -45,6 +45,10 @@ CASES = [
     ("gqa_prefill_llama3", "sdpa", "all"),             # repeat_kv dropped: enable_gqa
     ("gqa_decode_llama3", "sdpa", "visible"),          # the same, with a padding mask
     ("sliding_window_mistral_gemma3", "sdpa", "visible"),  # and a sliding-window mask
+    # an additive bias as SDPA's float attn_mask: BLOOM's ALiBi with its causal mask folded
+    # in (fp32 chain on bf16 inputs), Swin's relative-position table (fp16)
+    ("alibi_attention_bloom", "sdpa", "all"),
+    ("window_attention_swin", "sdpa", "all"),
     # RoPE and GQA in one block; n_rep = heads // kv_heads and the scale head_dim ** -0.5
     # differ by workload and are emitted as expressions of the attributes
     ("attention_block_llama3", "library", "all"),

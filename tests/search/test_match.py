@@ -62,7 +62,7 @@ EXPECTED |= {
     # A's cumsum along the chunk, then segsum's cumsum (dim -2) twice
     "ssd_chunk_scan_mamba2": ["cumulative", "cumulative", "cumulative"],
     "adaln_modulate_dit": ["layer_norm", "bias_act"],
-    "alibi_attention_bloom": ["softmax"],
+    "alibi_attention_bloom": ["sdpa_bias"],  # ALiBi bias + causal mask, fp32 chain
     "bottleneck_resnet50": ["batch_norm", "batch_norm", "batch_norm"],
     "conv_module_conformer": ["layer_norm", "batch_norm", "depthwise_conv", "bias_act"],
     "convnext_block": ["layer_norm", "depthwise_conv", "bias_act"],
@@ -99,7 +99,7 @@ EXPECTED |= {
     "softcap_decode_grok1": ["softmax"],
     "sppf_yolov8": ["bias_act", "bias_act"],
     "timestep_embedder_dit": ["bias_act"],
-    "window_attention_swin": ["softmax"],
+    "window_attention_swin": ["sdpa_bias"],  # relative position bias table
     "contrastive_logits_clip": ["row_norm", "row_norm"],  # embeddings / their L2 norm
     "sigmoid_loss_siglip": ["row_norm", "row_norm"],
     "vae_mid_attention_sd": ["group_norm"],  # (its fp32 output feeds linear maps, no conv)
@@ -187,7 +187,8 @@ VARIANTS = [
     ("x", RMS.format(dim=0) + "return self.weight * h.to(x.dtype)", BF16_X, W, "rms_norm"),
     # softmax over dim 0 of a 2-D tensor
     ("x", "return F.softmax(x, dim=0)", BF16_X, "", "softmax"),
-    # attention with an additive mask that is not causal (the softmax alone is still one)
+    # attention with an additive mask that is not causal: not ``sdpa``'s (``sdpa_bias``
+    # takes it: test_attention_bias.py)
     ("q, k, v, m", ("s = torch.matmul(q, k.transpose(-2, -1)) * 0.125 + m; "
                     "return torch.matmul(F.softmax(s, dim=-1), v)"),
      "[torch.randn(1, 2, 8, 16) for _ in range(3)] + [torch.randn(8, 8)]", "", "sdpa"),

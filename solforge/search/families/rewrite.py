@@ -22,7 +22,7 @@ from solforge.search.match import LIBRARY_MODULE, LibraryFunction, Match, substi
 
 # the attention patterns that route to PyTorch's SDPA (no library kernel): a rewrite of
 # these alone is named and summarised for SDPA
-SDPA_KINDS = {"sdpa", "gqa", "mha_no_weights"}
+SDPA_KINDS = {"sdpa", "sdpa_bias", "gqa", "mha_no_weights"}
 
 
 def library_candidate(ctx: SearchContext, matches: list[Match], name: str,

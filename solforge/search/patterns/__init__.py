@@ -6,9 +6,9 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
 - ``sdpa``: ``matmul(q, k^T)`` [``* scale``] [``+ triu(full(-big), 1)``] ``softmax(-1)``
   [cast] ``matmul(., v)`` → ``F.scaled_dot_product_attention(q, k, v, is_causal=...,
   scale=...)``; q, k may be cast to fp32 first (scores in fp32, as fused kernels keep
-  them); q, k, v and the output share one dtype. The causal mask is recognised by its
-  construction (``full`` of a value at or below -1e30, ``triu(1)``, square); any other
-  additive mask is left alone.
+  them; with v cast too, the call takes the casts); q, k, v and the output share one
+  dtype. The causal mask is recognised by its construction (``full`` of a value at or
+  below -1e30, ``triu(1)``, square); any other additive mask is ``sdpa_bias``'s.
 - ``sdpa`` (masked): the same with ``.masked_fill(M, -inf or at most -1e4)`` before the
   softmax and a dropout that is the identity as traced (``p == 0``, eval mode) before
   ``@ v`` → ``runtime.masked_sdpa``: SDPA with the boolean mask ``M`` leaves
@@ -16,6 +16,13 @@ table of import paths, in the order :func:`~solforge.search.match.find_matches` 
   ``bias[:, :, :T, :T] == 0``), SDPA's causal kernel when its values are
   ``tril(ones)``, checked at run time once per buffer version; rows with no key left get
   the reference's NaN (or mean of ``v`` for a finite fill).
+- ``sdpa_bias``: the same chain with ``+ bias`` after the scale (either order), then
+  optionally the boolean ``masked_fill`` → ``runtime.biased_sdpa``: SDPA with the bias as
+  its float ``attn_mask`` (``-inf`` where the boolean mask masks), the bias's own nodes
+  kept (BLOOM's ALiBi, Swin's relative-position table, additive padding masks). The bias
+  has the call's dtype (or widens to it exactly), does not promote the scores, broadcasts
+  to them without growing them, rank 2 or more; rows with no key get the reference's NaN
+  (or mean of ``v`` for a finite fill).
 - ``mha_no_weights``: an ``nn.MultiheadAttention`` call whose attention weights are
   unused (``out, _ = self.attn(q, k, v)``) → the same call with ``need_weights=False``
   (SDPA, no ``(L, S)`` weight matrix), its other arguments kept; with a mask, rows no
@@ -113,10 +120,10 @@ dtype than the input's; InstanceNorm with running statistics; norms over a middl
 argmax/argmin of the flattened tensor (``dim=None``) or of integers; max/min values and
 indices both read, over several dims or over the last dim; cross-entropy with class
 weights, label smoothing, probability targets or logits of other than 2 dims; interleaved (GPT-J)
-or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a padding,
-sliding-window or additive float mask written as matmul-softmax-matmul (a boolean
-``masked_fill`` mask is covered), a mask applied before the scale, ``torch.where``
-masks, dropout with ``p > 0`` while training, and routing to FlexAttention;
+or partial rotary embeddings, and vLLM's ``cos_sin_cache`` form; attention with a float
+bias added before the scale, on a view of the scores, in several adds, or rounded for the
+call (an fp32 bias beside bf16 q, k, v), a mask applied before the scale or the bias,
+``torch.where`` masks, dropout with ``p > 0`` while training, and routing to FlexAttention;
 ``nn.MultiheadAttention`` with ``is_causal=True`` or whose weights are read; exact-erf
 GeGLU; FP8 per-block (weight) quantization, FP8 dequantization, int8 quantization.
 """

@@ -26,10 +26,20 @@ masked keys' weights, ``exp(fill - max)``, underflow to 0 in fp32): the fill at 
 ``-1e4`` makes that every score of a real model. The scale may be a number, an attribute
 or a number computed in ``forward`` (``1.0 / math.sqrt(k.size(-1))``), kept as written.
 
+q, k, v and the output have one floating dtype at the call: q and k may be cast to fp32
+for the scores (the call takes their sources, fused kernels keep fp32 scores); where v is
+cast as well and the output is the casts' dtype (BLOOM's ``q.float()``, ``k.float()``,
+``v.float()``, then ``.to(q.dtype)``), the call takes the casts, the whole chain in fp32.
+
+The pieces of the chain (:func:`attention_head`, :func:`qk_scores`,
+:func:`boolean_mask`) are shared with ``attention_bias.py`` (``sdpa_bias``), which takes
+the scores plus an additive float bias.
+
 Not covered: a mask applied before the scale (``(s.masked_fill(m, -inf)) * c``), fills
 above ``-1e4``, ``torch.where(mask, s, -inf)`` (GPT-2's old spelling), masks added as
-float tensors (other than the ``triu`` construction), dropout with ``p > 0`` while
-training (its random weights cannot be reproduced), in-place ``masked_fill_``.
+float tensors other than the ``triu`` construction (``sdpa_bias``'s), dropout with
+``p > 0`` while training (its random weights cannot be reproduced), in-place
+``masked_fill_``.
 """
 
 from __future__ import annotations
@@ -81,7 +91,7 @@ def _causal_mask(m: Any, lq: int, lk: int) -> set[fx.Node] | None:
 
 
 @dataclass
-class _Mask:
+class BooleanMask:
     """``masked_fill(source == masked, fill)``, as ``runtime.masked_sdpa`` takes it."""
 
     source: fx.Node
@@ -111,11 +121,15 @@ def _describe(n: fx.Node) -> str:
     return n.name
 
 
+def mask_text(mask: BooleanMask) -> str:
+    return f"masked_fill({_describe(mask.source)} == {mask.masked!r}, {mask.fill!r})"
+
+
 def _constant(c: Any) -> bool:
     return not isinstance(c, fx.Node) and (isinstance(c, bool) or number(c) is not None)
 
 
-def _mask(mf: fx.Node) -> _Mask | None:
+def boolean_mask(mf: fx.Node) -> BooleanMask | None:
     """The mask of ``scores.masked_fill(M, fill)``, or None where it is no exact mask."""
     if len(mf.users) != 1 or shape(mf) != shape(arg(mf, 0)):
         return None
@@ -133,7 +147,7 @@ def _mask(mf: fx.Node) -> _Mask | None:
                 break
     elif op(m) == "not" and dtype(arg(m, 0)) == torch.bool:
         source, masked, nodes = arg(m, 0), False, {m}
-    return _Mask(source, masked, value, _is_module_tensor(source), nodes)
+    return BooleanMask(source, masked, value, _is_module_tensor(source), nodes)
 
 
 def _identity_dropout(d: fx.Node) -> tuple[str, Any] | None:
@@ -194,32 +208,117 @@ def _scale_arg(g: fx.Graph, m: Any, kind: str, c: Any) -> Any:
     return g.create_node("call_function", operator.truediv, (1.0, m(c)))
 
 
+@dataclass
+class Head:
+    """``softmax(scores, -1)`` [cast] [identity dropout] ``@ v``: the chain's last steps."""
+
+    scores: Any                  # the softmax's input
+    v: Any
+    nodes: set[fx.Node]
+    dropout: tuple[str, Any] | None
+
+
+def attention_head(out: Any) -> Head | None:
+    """The softmax, cast and dropout feeding ``out = matmul(p, v)``, or None."""
+    if op(out) != "matmul":
+        return None
+    p, v = operands(out)
+    nodes, dropout = {out}, None
+    if op(p) == "dropout":
+        dropout = _identity_dropout(p)
+        if dropout is None:
+            return None
+        nodes.add(p)
+        p = arg(p, 0)
+    p0 = cast_source(p)
+    if p0 is not None and len(p.users) == 1:
+        nodes.add(p)
+        p = p0
+    if op(p) != "softmax" or len(p.users) != 1 or tensor(p) is None or \
+            not is_last_dim(arg(p, 1, "dim"), tensor(p).dim()):
+        return None
+    nodes.add(p)
+    return Head(arg(p, 0), v, nodes, dropout)
+
+
+@dataclass
+class Scores:
+    """``q @ k^T`` [``* c`` or ``/ c``], read as SDPA takes it."""
+
+    q: fx.Node                   # the operands of the SDPA call (a cast's source, or the
+    k: fx.Node                   # cast itself where only that has the call's dtype)
+    scale: tuple[str, Any]       # ("none" | "mul" | "div", c)
+    nodes: set[fx.Node]
+    optional: set[fx.Node]       # the casts of q and k left out of the call
+
+
+def qk_scores(s: Any, out: fx.Node, v: Any) -> Scores | None:
+    """The scores ``s`` as ``q @ k.transpose(-2, -1)`` [scaled] where SDPA computes the
+    same: q, k, v and ``out`` of one floating dtype at the call (q, k may be cast to fp32
+    for the scores; where v is cast as well, the call takes the casts), same rank >= 3."""
+    nodes: set[fx.Node] = set()
+    scale_kind, c = "none", None
+    if op(s) in ("mul", "div") and len(s.users) == 1:
+        split = _scaled(s)
+        if split is None:
+            return None
+        nodes.add(s)
+        (s, c), scale_kind = split, op(s)
+    if op(s) != "matmul" or len(s.users) != 1:
+        return None
+    nodes.add(s)
+    qf, kt = operands(s)
+    if op(kt) != "transpose" or len(kt.users) != 1 or tensor(kt) is None:
+        return None
+    rank = tensor(kt).dim()
+    dims = {int(number(arg(kt, 1, "dim0")) or 0) % rank,
+            int(number(arg(kt, 2, "dim1")) or 0) % rank}
+    if dims != {rank - 2, rank - 1}:
+        return None
+    nodes.add(kt)
+    kf = arg(kt, 0)
+    dt = dtype(out)
+    if dt not in FLOATS or dtype(kf) not in (dt, torch.float32) or dtype(qf) != dtype(kf):
+        return None
+    # the sources of q's and k's casts, else the casts themselves (Bloom's q.float() beside
+    # v.float(): the whole chain in fp32)
+    for q, k in ((cast_source(qf) or qf, cast_source(kf) or kf), (qf, kf)):
+        if all(dtype(t) == dt for t in (q, k, v)):
+            break
+    else:
+        return None
+    if tensor(q).dim() < 3 or not tensor(q).dim() == tensor(k).dim() == tensor(v).dim():
+        return None
+    optional = {cast for cast, src in ((qf, q), (kf, k)) if cast is not src}
+    return Scores(q, k, (scale_kind, c), nodes, optional)
+
+
+def sdpa_kwargs(g: fx.Graph, m: Any, sc: Scores, head: Head) -> dict[str, Any]:
+    """SDPA's ``scale`` and, for a dropout, ``dropout_p``."""
+    kwargs: dict[str, Any] = {"scale": _scale_arg(g, m, *sc.scale)}
+    dropout_p = _dropout_p(g, head.dropout)
+    if dropout_p is not None:
+        kwargs["dropout_p"] = dropout_p
+    return kwargs
+
+
+def scale_text(sc: Scores) -> str:
+    kind, c = sc.scale
+    c_text = "a number computed in forward" if isinstance(c, fx.Node) else repr(c)
+    return {"none": "1", "mul": c_text, "div": f"1 / {c_text}"}[kind]
+
+
 def find_sdpa(tr: TracedReference) -> list[Match]:
     found = []
     for out in graph_nodes(tr):
-        if op(out) != "matmul":
+        head = attention_head(out)
+        if head is None:
             continue
-        p, v = operands(out)
-        nodes, optional = {out}, set()
-        dropout = None
-        if op(p) == "dropout":
-            dropout = _identity_dropout(p)
-            if dropout is None:
-                continue
-            nodes.add(p)
-            p = arg(p, 0)
-        p0 = cast_source(p)
-        if p0 is not None and len(p.users) == 1:
-            nodes.add(p)
-            p = p0
-        if op(p) != "softmax" or len(p.users) != 1 or tensor(p) is None or \
-                not is_last_dim(arg(p, 1, "dim"), tensor(p).dim()):
-            continue
-        nodes.add(p)
-        s = arg(p, 0)
+        nodes, optional = set(head.nodes), set()
+        s = head.scores
         causal, mask = False, None
         if op(s) == "masked_fill":
-            mask = _mask(s)
+            mask = boolean_mask(s)
             if mask is None:
                 continue
             nodes.add(s)
@@ -227,10 +326,10 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
             s = arg(s, 0)
         elif op(s) == "add" and len(s.users) == 1:
             a, b = operands(s)
-            sc = tensor(s)
+            st = tensor(s)
             for scores, mnodes in ((a, b), (b, a)):
-                mnodes = _causal_mask(mnodes, sc.shape[-2], sc.shape[-1]) \
-                    if sc is not None else None
+                mnodes = _causal_mask(mnodes, st.shape[-2], st.shape[-1]) \
+                    if st is not None else None
                 if mnodes is not None and tensor(scores) is not None and \
                         shape(scores) == shape(s):
                     nodes.add(s)
@@ -238,49 +337,20 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
                     s, causal = scores, True
                     break
             if not causal:
-                continue
-        scale_kind, c = "none", None
-        if op(s) in ("mul", "div") and len(s.users) == 1:
-            split = _scaled(s)
-            if split is None:
-                continue
-            nodes.add(s)
-            (s, c), scale_kind = split, op(s)
-        if op(s) != "matmul" or len(s.users) != 1:
+                continue  # an additive float mask: ``attention_bias.py``'s
+        sc = qk_scores(s, out, head.v)
+        if sc is None:
             continue
-        nodes.add(s)
-        qf, kt = operands(s)
-        if op(kt) != "transpose" or len(kt.users) != 1 or tensor(kt) is None:
-            continue
-        rank = tensor(kt).dim()
-        dims = {int(number(arg(kt, 1, "dim0")) or 0) % rank,
-                int(number(arg(kt, 2, "dim1")) or 0) % rank}
-        if dims != {rank - 2, rank - 1}:
-            continue
-        nodes.add(kt)
-        kf = arg(kt, 0)
-        q, k = cast_source(qf) or qf, cast_source(kf) or kf
-        for cast, src in ((qf, q), (kf, k)):
-            if cast is not src:
-                optional.add(cast)
-        dt = dtype(out)
-        if not all(dtype(t) == dt for t in (q, k, v)) or dt not in FLOATS or \
-                tensor(q).dim() < 3 or not (tensor(q).dim() == tensor(k).dim()
-                                            == tensor(v).dim()):
-            continue
-        if dtype(kf) not in (dt, torch.float32) or dtype(qf) != dtype(kf):
-            continue
+        nodes |= sc.nodes
+        optional |= sc.optional
 
-        def build(g, m, q=q, k=k, v=v, causal=causal, mask=mask, scale=(scale_kind, c),
-                  dropout=dropout):
-            kwargs: dict[str, Any] = {"scale": _scale_arg(g, m, *scale)}
-            dropout_p = _dropout_p(g, dropout)
-            if dropout_p is not None:
-                kwargs["dropout_p"] = dropout_p
+        def build(g, m, sc=sc, head=head, causal=causal, mask=mask):
+            kwargs = sdpa_kwargs(g, m, sc, head)
+            q, k, v = m(sc.q), m(sc.k), m(head.v)
             if mask is None:
                 if causal:
                     kwargs = {"is_causal": True, **kwargs}
-                return [call(g, F.scaled_dot_product_attention, (m(q), m(k), m(v)), kwargs,
+                return [call(g, F.scaled_dot_product_attention, (q, k, v), kwargs,
                              "matmul-softmax-matmul attention as one fused SDPA call",
                              "attn")]
             kwargs = {"fill": mask.fill, **kwargs}
@@ -289,23 +359,20 @@ def find_sdpa(tr: TracedReference) -> list[Match]:
             why = ("masked attention in one SDPA call: is_causal where the buffer's mask "
                    "is tril(ones), checked once per buffer version" if mask.buffer else
                    "masked attention in one SDPA call, with the boolean mask it keeps")
-            return [call(g, MASKED_SDPA, (m(q), m(k), m(v), m(mask.source), mask.masked),
+            return [call(g, MASKED_SDPA, (q, k, v, m(mask.source), mask.masked),
                          kwargs, why, "attn")]
 
         what = "causal " if causal else "masked " if mask is not None else ""
-        c_text = "a number computed in forward" if isinstance(c, fx.Node) else repr(c)
-        scale = {"none": "1", "mul": c_text, "div": f"1 / {c_text}"}[scale_kind]
         extra = ""
         if mask is not None:
-            extra = (f"; masked_fill({_describe(mask.source)} == {mask.masked!r}, "
-                     f"{mask.fill!r})" + (", is_causal where its values are tril(ones)"
-                                          if mask.buffer else ""))
-        if dropout is not None:
+            extra = f"; {mask_text(mask)}" + (", is_causal where its values are tril(ones)"
+                                               if mask.buffer else "")
+        if head.dropout is not None:
             extra += "; dropout (identity as traced) as dropout_p"
         target = "runtime.masked_sdpa" if mask is not None else "F.scaled_dot_product_attention"
         found.append(Match("sdpa", nodes, [out], build,
                            f"{what}attention spelled as matmul, softmax, matmul "
-                           f"(scale {scale}{extra}) → {target}",
+                           f"(scale {scale_text(sc)}{extra}) → {target}",
                            ("sdpa", "fusion"), optional,
                            (MASKED_SDPA,) if mask is not None
                            else (F.scaled_dot_product_attention,)))
