@@ -22,17 +22,21 @@ from solforge.records.evaluation import Status
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.families.rowfuse import row_program
 from solforge.search.rowfuse.program import Kind
-from tests.conftest import FIXTURES, interpreted_options
+from tests.conftest import FIXTURES, PROBLEMS, interpreted_options
 
 ROW_PROGRAMS = ["rmsnorm_bwd_llama3", "rmsnorm_bwd_gemma2", "layernorm_bwd_gpt2",
                 "add_rmsnorm_bwd_mistral", "bias_gelu_bwd_bert", "layerscale_bwd_dinov2",
-                "rmsnorm_llama3", "layernorm_vit", "softmax_bwd_bert"]
+                "rmsnorm_llama3", "layernorm_vit", "softmax_bwd_bert",
+                # most operations at once: 3-D bf16 rows of 37 and 48, a merged view, a
+                # column sum over (0, 1), a 0-d parameter, module numbers, a max's values
+                "rowfuse_ops.py"]
 KB = FIXTURES / "kernelbench_reductions" / "KernelBench" / "level1"
 
 
 @functools.lru_cache(maxsize=None)
 def _context(name: str, device: str = "cuda"):
-    return search_context(find_builtin(name), device)
+    problem = load_problem(PROBLEMS / name) if name.endswith(".py") else find_builtin(name)
+    return search_context(problem, device)
 
 
 def _rowfuse(ctx):

@@ -52,6 +52,7 @@ from solforge.search.trace import AttrRef
 MAX_N = 16384
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
+
 def _kinds_of(shape: tuple[int, ...], lead: tuple[int, ...], n: int) -> set[tuple]:
     """Every (kind, keepdim) an input of ``shape`` can have in the row space."""
     out = set()
@@ -148,8 +149,13 @@ class _Classifier:
                 raise Refused(f"{a.name} is no tensor or number the kernel can hold")
             return v
         if isinstance(a, AttrRef) and isinstance(a.value, (int, float)):
-            return self._attr(Const(_name(a.name) if not a.source else f"attr_{len(self.attrs)}",
-                                    a.value, a))
+            # the kernel's argument: the attribute's name, unless an input or another
+            # attribute expression has it
+            name = _name(a.name) if not a.source else f"attr_{len(self.attrs)}"
+            taken = {p.name for p in self.ph}
+            if name in taken or self.attrs.get(name, Const(name, a.value, a)).attr != a:
+                name = f"self_{name}_{len(self.attrs)}"
+            return self._attr(Const(name, a.value, a))
         if isinstance(a, bool):
             return Const(repr(a), a)
         if isinstance(a, (int, float)):
