@@ -241,6 +241,8 @@ def _search(s: SearchState) -> WorkerResult:
         s.event("generator_failed", generator=gen, message=err)
     for err in ctx.rewrite_errors:  # a pattern matched, its candidate could not be made
         s.event("rewrite_failed", message=err)
+    for note in ctx.declined:  # a family looked and offered nothing
+        s.event("family_declined", message=note)
     if opts.policy == "strict":
         # they run the reference's own forward: the strict policy rejects every one
         for c in (c for c in cands if c.calls_reference):

@@ -89,6 +89,9 @@ class SearchContext:
     pattern_errors: list[str] = field(default_factory=list)
     # matched patterns that gave no candidate, and why (the generators append)
     rewrite_errors: list[str] = field(default_factory=list)
+    # families that looked at the problem and offered nothing, and why (the generators
+    # append; the search logs them)
+    declined: list[str] = field(default_factory=list)
 
     @property
     def gpu(self) -> bool:
@@ -103,6 +106,7 @@ _GENERATORS: dict[str, str | Generator] = {
     "conv": "solforge.search.families.conv:conv_family",
     "library": "solforge.search.families.library:library_family",
     "inductor": "solforge.search.families.inductor:inductor_family",
+    "rowfuse": "solforge.search.families.rowfuse:rowfuse_family",
 }
 _PLUGINS_LOADED = False
 

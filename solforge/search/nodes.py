@@ -51,6 +51,11 @@ _FUNCTIONS: dict[Any, str] = {
     torch.linalg.vector_norm: "vector_norm", torch.sqrt: "sqrt", F.normalize: "normalize",
     torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.flip: "flip",
     torch.narrow: "narrow", torch.zeros_like: "zeros_like",
+    torch.exp: "exp", torch.log: "log", torch.erf: "erf", torch.tanh: "tanh",
+    F.tanh: "tanh", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.where: "where",
+    torch.maximum: "maximum", torch.minimum: "minimum", operator.gt: "gt", torch.gt: "gt",
+    operator.ge: "ge", torch.ge: "ge", operator.lt: "lt", torch.lt: "lt",
+    operator.le: "le", torch.le: "le", operator.ne: "ne", torch.ne: "ne",
 }
 _METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "rsqrt": "rsqrt",
@@ -66,6 +71,9 @@ _METHODS = {
     "masked_fill": "masked_fill", "eq": "eq", "logical_not": "not", "bitwise_not": "not",
     "relu": "relu", "norm": "norm", "sqrt": "sqrt",
     "cumsum": "cumsum", "cumprod": "cumprod", "flip": "flip", "narrow": "narrow",
+    "exp": "exp", "log": "log", "erf": "erf", "tanh": "tanh", "sigmoid": "sigmoid",
+    "maximum": "maximum", "minimum": "minimum", "gt": "gt", "ge": "ge", "lt": "lt",
+    "le": "le", "ne": "ne", "where": "where", "contiguous": "contiguous", "size": "size",
 }
 _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "layer_norm",
                              nn.Linear: "linear", nn.Softmax: "softmax",
@@ -76,7 +84,8 @@ _MODULES: dict[type, str] = {nn.SiLU: "silu", nn.GELU: "gelu", nn.LayerNorm: "la
                              nn.MultiheadAttention: "multihead_attention",
                              nn.GroupNorm: "group_norm", nn.InstanceNorm1d: "instance_norm",
                              nn.InstanceNorm2d: "instance_norm",
-                             nn.InstanceNorm3d: "instance_norm"}
+                             nn.InstanceNorm3d: "instance_norm", nn.Sigmoid: "sigmoid",
+                             nn.Tanh: "tanh"}
 
 
 def op(a: Any) -> str | None:

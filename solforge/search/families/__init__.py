@@ -23,10 +23,14 @@ family             candidates                                                   
                    the compiled graphs; GPU only where they are Triton's); CUDA graphs
                    of the rewrite (GPU); FP8/int8/16-bit GEMMs also on their own tensor
                    cores (GPU, ``library:lowp_tensor_cores``)
+``rowfuse``        the whole forward as one generated Triton kernel, one pass over    GPU only; row
+                   the rows (``rowfuse/``): row reductions in registers, column       programs with a
+                   reductions summed per program in fp32, then over the programs      reduction
 =================  ================================================================  ==========
 
 Where each lives: ``generic.py`` (``reference``, ``compile``, ``cuda_graphs``, ``tf32``:
-the reference's forward wrapped whole), ``conv.py``, ``inductor.py`` and ``library.py``,
+the reference's forward wrapped whole), ``conv.py``, ``inductor.py``, ``rowfuse.py``
+(its classifier and code generator: ``solforge.search.rowfuse``) and ``library.py``,
 whose candidates are each made by ``rewrite.py`` and include the rewrite compiled around
 its calls (``compiled_around.py``) and the variant patterns' (``variants.py``, 3xTF32).
 
