@@ -64,6 +64,12 @@ def _load(source: str, name: str):
     return mod
 
 
+def _tensors(out) -> list[torch.Tensor]:
+    """A forward's outputs as a list: one tensor, or the tensors of a tuple or list."""
+    return [out] if isinstance(out, torch.Tensor) else \
+        [t for t in out if isinstance(t, torch.Tensor)]
+
+
 def _kernel_names(fn, args) -> list[str]:
     """The device kernels of one call, in launch order (names cut to 90 characters): an
     Inductor kernel is named ``triton_*``, an eager ATen one ``at::native::*``."""
@@ -123,11 +129,16 @@ def probe(file: str, want: set[str], tol: float, warmup: int, iters: int,
             # the first call's wall time: a compiled candidate's compile (and, for
             # max-autotune or coordinate descent, its tuning) is in it
             rec["first_call_s"] = round(time.perf_counter() - t_first, 2)
-            diff = (got.float() - expected.float()).abs()
-            bad = ~torch.isclose(got.float(), expected.float(), atol=tol, rtol=tol,
-                                 equal_nan=True)
-            rec.update(max_abs_error=float(diff.nan_to_num().max()),
-                       mismatch=float(bad.float().mean()),
+            # a forward may return several tensors (a backward's dx, dweight, dbias)
+            pairs = list(zip(_tensors(got), _tensors(expected)))
+            if not pairs or len(_tensors(got)) != len(_tensors(expected)):
+                raise ValueError("the candidate returns other outputs than the reference")
+            diff = max(float((g.float() - e.float()).abs().nan_to_num().max())
+                       for g, e in pairs)
+            bad = sum(float((~torch.isclose(g.float(), e.float(), atol=tol, rtol=tol,
+                                            equal_nan=True)).float().sum())
+                      for g, e in pairs) / sum(e.numel() for _, e in pairs)
+            rec.update(max_abs_error=diff, mismatch=bad,
                        ms=round(_time(new, inputs, warmup, iters), 4))
             rec["speedup_vs_reference"] = round(out["reference_ms"] / rec["ms"], 3)
             if kernels:
