@@ -14,7 +14,7 @@ def test_after_the_reference_compile_comes_first_when_it_won_and_graphs_go_last(
     from solforge.search.reorder import reorder_after_reference
 
     cands, _ = generate_candidates(search_context(find_builtin("rmsnorm_gemma2"), "cuda"))
-    assert [c.name for c in cands][:3] == ["reference", "library", "cuda_graphs"]
+    assert [c.name for c in cands][:4] == ["reference", "library", "rowfuse", "cuda_graphs"]
     rest = cands[1:]
 
     def ref(vs_compile, status=Status.PASSED):
