@@ -2,7 +2,9 @@
 and that the one Triton kernel generated for each (``rowfuse.codegen``), run on this CPU
 under Triton's interpreter, computes what the reference computes at the problem's CPU
 workloads (odd sizes included: rows of 509, a row count no multiple of the programs),
-judged by the problem's own precision class; one is judged by the real evaluator."""
+judged by the problem's own precision class; one is judged by the real evaluator. The
+kernel walks its rows in tiles of ``BLOCK_M``: each value the GPU's autotuner may pick is
+forced in turn at the tiles' edges (chunks no multiple of it, or shorter; one row; N=2)."""
 
 from __future__ import annotations
 
@@ -12,16 +14,19 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
 
 from solforge.bench.evaluator import Evaluator
 from solforge.bench.measure.compare import compare_outputs
 from solforge.bench.measure.inputs import build_model, init_args, make_inputs
 from solforge.problems import find_builtin, load_problem
 from solforge.problems.loader import import_file
+from solforge.problems.spec import Workload
 from solforge.records.evaluation import Status
 from solforge.search.candidates import generate_candidates, search_context
 from solforge.search.families.rowfuse import row_program
 from solforge.search.rowfuse.program import Kind
+from solforge.kernels.triton._common import ROW_TILE_BLOCK_M, fitting_row_tiles
 from tests.conftest import FIXTURES, PROBLEMS, interpreted_options
 
 ROW_PROGRAMS = ["rmsnorm_bwd_llama3", "rmsnorm_bwd_gemma2", "layernorm_bwd_gpt2",
@@ -71,13 +76,28 @@ def _problem_file(tmp_path: Path, body: str, sizes: str = "(7, 33)") -> Path:
     return path
 
 
-def _check_against_reference(problem, source: str, tmp_path: Path, workloads) -> list:
+class _Forced:
+    """The generated kernel launched past its autotuner with explicit meta-parameters
+    (``BLOCK_M``, ``num_warps``): ``kernel[grid](...)`` as the launcher calls it."""
+
+    def __init__(self, tuned, **meta):
+        self.fn, self.meta = tuned.fn, meta  # the autotuner's underlying jitted function
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.fn[grid](*args, **kwargs, **self.meta)
+
+
+def _check_against_reference(problem, source: str, tmp_path: Path, workloads,
+                             **meta) -> list:
     """The candidate's outputs and the reference's at each workload, judged by the
-    problem's precision class: the comparisons."""
+    problem's precision class: the comparisons. ``meta`` (say ``BLOCK_M=4``) forces the
+    kernel's config instead of the interpreter's one."""
     sol_path = tmp_path / "rowfuse_solution.py"
     sol_path.write_text(source)
     ref, sol = import_file(problem.path, prefix="rowfuse_ref"), import_file(sol_path,
                                                                              prefix="rowfuse_sol")
+    if meta:
+        sol._rowfuse_kernel = _Forced(sol._rowfuse_kernel, **meta)
     out = []
     for w in workloads:
         args = init_args(ref, w.params)
@@ -147,12 +167,55 @@ def test_a_column_vector_as_long_as_the_rows_are_many_is_ambiguous(tmp_path):
 def test_the_generated_kernel_computes_the_reference(tmp_path, name):
     ctx = _context(name)
     c = _rowfuse(ctx)
-    assert c is not None and c.language == "triton" and c.levers == ["fusion"]
-    assert "@triton.jit" in c.source and "tl.cast(row, tl.int64)" in c.source
+    assert c is not None and c.language == "triton" and c.levers == ["fusion", "autotune"]
+    assert "@triton.autotune" in c.source and "rows_idx.to(tl.int64) * N" in c.source
     cpu = [w for w in ctx.problem.workloads if w.cpu]
     assert any(w.params != cpu[0].params for w in cpu)  # the odd sizes too
     for w, cmp in _check_against_reference(ctx.problem, c.source, tmp_path, cpu):
         assert cmp.status is Status.PASSED, f"{w}: {cmp.message}"
+
+
+# (params, what they make of the tile edges) under the interpreter's 4 SMs: 16 programs
+# at most, each a chunk of ceil(rows / programs) rows
+_EDGES = {
+    "rowfuse_ops.py": [{"b": 1, "s": 1, "n": 2},      # one row of 2: one program, 1 row
+                       {"b": 2, "s": 150, "n": 2},    # 300 rows: chunks of 19, the last 15
+                       {"b": 4, "s": 25, "n": 37},    # 100 rows: chunks of 7, the last 2
+                       {"b": 3, "s": 11, "n": 509}],  # 33 rows: chunks of 3
+    "layernorm_bwd_gpt2": [{"tokens": 1, "hidden": 2}, {"tokens": 300, "hidden": 2},
+                           {"tokens": 100, "hidden": 37}, {"tokens": 33, "hidden": 509}],
+}
+
+
+@pytest.mark.parametrize("block_m", ROW_TILE_BLOCK_M)
+@pytest.mark.parametrize("name", list(_EDGES))
+def test_every_tile_height_computes_the_reference_at_the_edges(tmp_path, name, block_m):
+    """Column reductions (rowfuse_ops: a sum and a mean; layernorm_bwd: two sums), per-row
+    outputs (rowfuse_ops: a max and a root mean square) and row outputs, with each
+    ``BLOCK_M`` the GPU's autotuner may choose forced in turn."""
+    ctx = _context(name)
+    c = _rowfuse(ctx)
+    workloads = [Workload(name=f"edge{i}", params=p, cpu=True)
+                 for i, p in enumerate(_EDGES[name])]
+    for w, cmp in _check_against_reference(ctx.problem, c.source, tmp_path, workloads,
+                                           BLOCK_M=block_m, num_warps=4):
+        assert cmp.status is Status.PASSED, f"BLOCK_M={block_m}, {w}: {cmp.message}"
+
+
+def test_the_tiles_kept_suit_the_row_length():
+    configs = [triton.Config({"BLOCK_M": m}, num_warps=w)
+               for m in ROW_TILE_BLOCK_M for w in (4, 8, 16)]
+
+    def kept(n):
+        return {(c.kwargs["BLOCK_M"], c.num_warps) for c in fitting_row_tiles(configs, {"N": n})}
+
+    # GPT-2's 768 (tiles of 1024 columns): 1 to 16 rows, 4 to 64 elements a thread
+    assert {m for m, _ in kept(768)} == {1, 2, 4, 8, 16}
+    assert all(1024 <= m * 1024 <= 16384 and 4 <= m * 1024 / (32 * w) <= 64
+               for m, w in kept(768))
+    assert kept(2) == {(32, 4)}        # no tile reaches 1024: the most rows, fewest warps
+    assert kept(65536) == {(1, 16)}    # one row is past 16384 already: the most warps
+    assert {m for m, _ in kept(200)} == {4, 8, 16, 32}
 
 
 def test_a_kernel_that_sums_wrong_fails_the_same_check(tmp_path):

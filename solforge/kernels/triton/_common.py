@@ -39,6 +39,53 @@ def elementwise_configs() -> list[triton.Config]:
     )
 
 
+# Row tiles: a kernel that walks its rows BLOCK_M at a time, each tile BLOCK_M whole rows
+# of a power-of-two BLOCK_N. A tile of ~1K-16K elements keeps enough loads in flight
+# without spilling the registers that hold it (several live values of that size).
+ROW_TILE_ELEMENTS = (1024, 16384)
+# and a thread's share of one such value: 4 elements (one 16-byte fp32 vector) up to 64
+ROW_TILE_PER_THREAD = (4, 64)
+# the autotuner's choices on a GPU (pruned per row length by fitting_row_tiles)
+ROW_TILE_BLOCK_M = (1, 2, 4, 8, 16, 32)
+ROW_TILE_WARPS = (4, 8, 16)
+
+
+def row_tile_configs() -> list[triton.Config]:
+    """``BLOCK_M`` (rows per tile) x ``num_warps`` for a row-tile kernel (prune them with
+    :func:`fitting_row_tiles`); under the interpreter one config of 2 rows, so CPU runs
+    cross tile ends inside a program's rows."""
+    return autotune_configs(
+        [triton.Config({"BLOCK_M": m}, num_warps=w)
+         for m in ROW_TILE_BLOCK_M for w in ROW_TILE_WARPS],
+        triton.Config({"BLOCK_M": 2}, num_warps=4),
+    )
+
+
+def _outside(x: float, bounds: tuple[int, int]) -> float:
+    """How far ``x`` lies outside ``bounds``, as a ratio (1.0: inside)."""
+    lo, hi = bounds
+    return lo / x if x < lo else x / hi if x > hi else 1.0
+
+
+def fitting_row_tiles(configs: list[triton.Config], named_args: dict,
+                      **kwargs) -> list[triton.Config]:
+    """The row-tile configs that suit rows of ``named_args["N"]`` (the kernel's tile is
+    ``BLOCK_M`` x ``next_power_of_2(N)``): a tile within ``ROW_TILE_ELEMENTS`` and a
+    thread's share of it within ``ROW_TILE_PER_THREAD``; where none is within, the
+    nearest (rows of 2 take the most rows, rows of 64K one row on the most warps).
+
+    Triton's autotuner calls it as ``(configs, named_args, **kwargs)`` (3.x; the
+    meta-parameters passed by keyword arrive in ``kwargs``): only ``N``, which the
+    kernels take positionally, is read, so it works wherever ``N`` is in ``named_args``."""
+    block_n = triton.next_power_of_2(max(int(named_args["N"]), 1))
+    tile = {c: c.kwargs["BLOCK_M"] * block_n for c in configs}
+    best = min(_outside(t, ROW_TILE_ELEMENTS) for t in tile.values())
+    kept = [c for c in configs if _outside(tile[c], ROW_TILE_ELEMENTS) == best]
+    share = {c: tile[c] / (32 * c.num_warps) for c in kept}
+    best = min(_outside(x, ROW_TILE_PER_THREAD) for x in share.values())
+    return [c for c in kept if _outside(share[c], ROW_TILE_PER_THREAD) == best]
+
+
 def as_rows(x: torch.Tensor) -> torch.Tensor:
     """``x`` as [rows, last dim] with unit column stride: a view when the layout allows,
     else a contiguous copy (the kernels address rows by one stride)."""

@@ -12,7 +12,8 @@ kept in ``ctx.declined`` for the search log.
 
 Not covered: a CPU (the kernel would run under Triton's interpreter: not worth timing;
 tests generate it for a GPU context and run the file under the interpreter); an untraced
-reference; autotuning (one config, ``num_warps`` by the row length).
+reference; a tile choice per row count (the autotuner keys on the row length ``N`` and
+the dtypes: the first launch at an ``N`` picks the tile for every row count after it).
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ from solforge.search.rowfuse.classify import classify
 from solforge.search.rowfuse.codegen import kernel_source, launching_graph
 from solforge.search.rowfuse.program import RowProgram
 
+# the levers it pulls (candidates.LEVERS): one fused kernel, its tile autotuned
+PULLED = ("fusion", "autotune")
+
 IMPORTS = ["import triton", "import triton.language as tl",
-           "from solforge.kernels.triton._common import cast_rne, sm_count"]
+           "from solforge.kernels.triton._common import (cast_rne, fitting_row_tiles, "
+           "row_tile_configs, sm_count)"]
+# the names the kernel's file binds itself; the reference's file must not define one
+BOUND = ("_rowfuse_kernel", "_rowfuse", "_rounded", "_tanh", "cast_rne", "fitting_row_tiles",
+         "row_tile_configs", "sm_count")
 
 
 def workload_shapes(ctx: SearchContext) -> list[list[tuple | None]]:
@@ -63,7 +71,7 @@ def rowfuse_candidate(ctx: SearchContext, prog: RowProgram) -> Candidate:
     assert ctx.traced is not None
     taken = copied_names(ctx.problem.path)
     kernel, launcher = "_rowfuse_kernel", "_rowfuse"
-    if kernel in taken or launcher in taken or "_rounded" in taken or "_tanh" in taken:
+    if taken & set(BOUND):
         raise EmitError("the reference's file defines names the kernel's file binds")
 
     def launch(*args: Any) -> Any:  # the graph's call target; the file defines its own
@@ -74,17 +82,17 @@ def rowfuse_candidate(ctx: SearchContext, prog: RowProgram) -> Candidate:
     prelude = kernel_source(prog, kernel, launcher, ctx.problem.name).splitlines()
     row_ops = sorted({s.op for s in prog.steps})
     summary = "the whole forward as one generated Triton kernel, one pass over the rows"
-    details = [f"Each program takes a block of rows of {prog.row_input}; per row it computes "
-               "every node of the reference in fp32 (rounded where eager rounds) with the "
-               "row in registers",
+    details = [f"Each program takes a block of rows of {prog.row_input}, BLOCK_M rows a step "
+               "(autotuned with num_warps per row length); it computes every node of the "
+               "reference in fp32 (rounded where eager rounds) with the rows in registers",
                f"({', '.join(row_ops)}); column reductions are summed per program in fp32 "
                "and the partial rows summed after."]
     source = standalone_file(problem=ctx.problem.name, candidate="rowfuse", summary=summary,
-                             details=details, levers=["fusion"],
+                             details=details, levers=list(PULLED),
                              reference_path=ctx.problem.path,
                              imports=[*BASE_IMPORTS, *IMPORTS], forward=forward,
                              prelude=prelude)
-    return Candidate(name="rowfuse", family="rowfuse", levers=["fusion"],
+    return Candidate(name="rowfuse", family="rowfuse", levers=list(PULLED),
                      cost=COST["library"] + COST["library_fn"], source=source,
                      language="triton",
                      reasoning="TorchInductor does not fuse a reduction over each row with "

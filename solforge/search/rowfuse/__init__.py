@@ -3,8 +3,9 @@ column vector or a scalar of one row space (``program.py``), recognised structur
 (``classify.py``, with ``operations.py`` reading each node) and written as one Triton
 kernel and its launcher (``codegen.py``, ``kernel_ops.py`` for each operation).
 
-The kernel: each program takes a contiguous block of rows, keeps a whole row in
-registers, computes every node of the forward in the reference's order (fp32 math,
+The kernel: each program takes a contiguous block of rows and walks it in tiles of
+``BLOCK_M`` whole rows in registers (``BLOCK_M`` and the warps autotuned per row length),
+computes every node of the forward in the reference's order (fp32 math,
 rounded to fp16/bf16 where eager rounds), writes the per-row outputs, and accumulates each
 column reduction over its rows in fp32 registers; the launcher sums the programs' partial
 rows. One read of every input, where TorchInductor reads the inputs of a row reduction

@@ -4,18 +4,32 @@ and its Python launcher (:func:`kernel_source`), and the forward that calls the 
 call, printed by ``fxsource``; what PyTorch computes after the kernel, per column, stays
 the reference's own code).
 
-The kernel: program ``pid`` takes rows ``[pid * rows_per_program, ...)``; column inputs
-and what is computed from them alone are loaded once per program; per row, the row and
-per-row inputs are loaded (64-bit offsets), every step computed in fp32 and rounded to
-the reference's 16-bit dtype after each node that eager PyTorch rounds, outputs stored;
-each column reduction is accumulated in an fp32 register row and stored as the program's
-row of a ``[programs, N]`` partials buffer, which the launcher sums (a mean divides by the
-row count) and casts to the reference's dtype. Programs: ``PROGRAMS_PER_SM`` per SM,
-at most one per row.
+The kernel: program ``pid`` takes rows ``[pid * rows_per_program, ...)`` and walks them
+``BLOCK_M`` at a time: a row value is a ``[BLOCK_M, BLOCK_N]`` tile (``BLOCK_N`` the row
+length rounded up to a power of two), a per-row value ``[BLOCK_M, 1]``, a column value
+``[1, BLOCK_N]``; columns past ``N`` and rows past the program's last are masked (a
+chunk need not be a multiple of ``BLOCK_M``, nor as long). Column inputs and what is
+computed from them alone are loaded once per program; per tile, the row and per-row
+inputs are loaded (64-bit offsets), every step computed in fp32 and rounded to the
+reference's 16-bit dtype after each node that eager PyTorch rounds, outputs stored under
+the mask (a per-row output as ``[BLOCK_M, 1]`` under the row mask); each column
+reduction adds the tile's column sums (masked lanes 0) to an fp32 register row, stored
+as the program's row of a ``[programs, N]`` partials buffer, which the launcher sums (a
+mean divides by the row count) and casts to the reference's dtype.
+Programs: ``PROGRAMS_PER_SM`` per SM, at most one per row; the grid does not depend on
+``BLOCK_M``.
 
-Not covered: autotuning (``num_warps`` by the row's length, one config); non-contiguous
-inputs are copied (``.contiguous()``) rather than addressed by their strides; rows longer
-than 65536 (the launcher refuses them: a row lives in registers).
+``BLOCK_M`` (1-32) and ``num_warps`` (4-16) are autotuned per row length ``N`` (and the
+dtypes) among the configs whose tile suits ``N`` (``row_tile_configs`` and
+``fitting_row_tiles`` of ``solforge.kernels.triton._common``); under
+``TRITON_INTERPRET=1`` there is one config, 2 rows a tile. Every launch writes the
+outputs and partials whole, so the autotuner's trial launches are harmless.
+
+Not covered: a tile choice per row count (the autotuner's key is ``N``: the first launch
+at a row length picks the tile for the row counts after it, though the rows per program
+change with the row count); non-contiguous inputs are copied (``.contiguous()``) rather
+than addressed by their strides; rows longer than 65536 (the launcher refuses them: a row
+lives in registers); a row split over several programs (one long row runs on one SM).
 """
 
 from __future__ import annotations
@@ -35,9 +49,11 @@ from solforge.search.rowfuse.program import COLUMN_OPS, Kind, RowProgram, Step, 
 # layer-norm tutorial's backward and Liger's RMSNorm use the SM count times a few)
 PROGRAMS_PER_SM = 4
 # names the kernel and launcher bind themselves: a value of the forward must not take one
-RESERVED = {"pid", "cols", "mask", "row", "base", "first", "last", "N", "rows",
-            "rows_per_program", "BLOCK_N", "tl", "triton", "torch", "cast_rne", "sm_count",
-            "range", "float", "programs", "device", "lead", "n", "per", "block"}
+RESERVED = {"pid", "lanes", "cols", "col_mask", "mask", "row_mask", "rows_idx", "offs",
+            "start", "first", "last", "N", "rows", "rows_per_program", "BLOCK_N", "BLOCK_M",
+            "tl", "triton", "torch", "cast_rne", "sm_count", "row_tile_configs",
+            "fitting_row_tiles", "range", "float", "programs", "device", "lead", "n", "per",
+            "block"}
 _TL = {torch.float32: "tl.float32", torch.float16: "tl.float16",
        torch.bfloat16: "tl.bfloat16"}
 _ROUNDED = (torch.float16, torch.bfloat16)
@@ -84,6 +100,25 @@ def _step(s: Step) -> list[str]:
     return lines + body
 
 
+def _loads(srcs: list[Value], kinds: tuple[Kind, ...]) -> list[str]:
+    """The loads of the sources of ``kinds``, each into fp32: a column vector is
+    ``[1, BLOCK_N]``, a per-row input ``[BLOCK_M, 1]``, a row input the whole tile; masked
+    lanes (columns past ``N``, rows past the program's last) read 0."""
+    where = {Kind.COL: ("cols", "col_mask"), Kind.ROWSTAT: ("rows_idx", "row_mask"),
+             Kind.ROW: ("offs", "mask")}
+    out = []
+    for v in srcs:
+        if v.kind not in kinds:
+            continue
+        if v.kind is Kind.SCALAR:
+            out.append(f"{v.name} = tl.load({v.name}_ptr).to(tl.float32)")
+        else:
+            at, mask = where[v.kind]
+            out.append(f"{v.name} = tl.load({v.name}_ptr + {at}, mask={mask}, other=0.0)"
+                       ".to(tl.float32)")
+    return out
+
+
 def kernel_source(prog: RowProgram, kernel: str, launcher: str, origin: str) -> str:
     """The kernel ``kernel`` and its launcher ``launcher(*sources, *attrs)``, which
     returns the stored outputs and then the column reductions' results. ``origin``
@@ -98,52 +133,54 @@ def kernel_source(prog: RowProgram, kernel: str, launcher: str, origin: str) -> 
     params = [f"{v.name}_ptr" for v in srcs] + [f"{_stored_name(i)}_ptr"
                                                 for i in range(len(stored))]
     params += [f"{s.out.name}_part_ptr" for s in cols] + attrs
-    k = [f"@triton.jit", f"def {kernel}(",
+    k = ["# BLOCK_M (rows per tile) and num_warps tuned per row length N and dtypes; the",
+         "# kernel writes every output whole on each launch (no atomics, nothing added to",
+         "# an output), so the autotuner's repeated trial launches leave the right results",
+         '@triton.autotune(configs=row_tile_configs(), key=["N"],',
+         '                 prune_configs_by={"early_config_prune": fitting_row_tiles})',
+         "@triton.jit", f"def {kernel}(",
          f"    # inputs: {', '.join(v.name for v in srcs)}; outputs: "
          f"{', '.join(v.name for v in stored) or 'none'}; column partials: "
          f"{', '.join(s.out.name for s in cols) or 'none'}",
          *(f"    {p}," for p in params),
-         "    rows, N, rows_per_program,", "    BLOCK_N: tl.constexpr,", "):",
-         "    pid = tl.program_id(0)", "    cols = tl.arange(0, BLOCK_N)",
-         "    mask = cols < N"]
-    body = ["# column inputs and what they alone give: once per program"]
-    for v in srcs:
-        if v.kind is Kind.COL:
-            body.append(f"{v.name} = tl.load({v.name}_ptr + cols, mask=mask, other=0.0)"
-                        ".to(tl.float32)")
-        elif v.kind is Kind.SCALAR:
-            body.append(f"{v.name} = tl.load({v.name}_ptr).to(tl.float32)")
+         "    rows, N, rows_per_program,", "    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,",
+         "):",
+         "    pid = tl.program_id(0)",
+         "    lanes = tl.arange(0, BLOCK_N)",
+         "    cols = lanes[None, :]  # [1, BLOCK_N]: a tile's columns",
+         "    col_mask = cols < N"]
+    body = ["# column inputs and what they alone give: once per program, [1, BLOCK_N]",
+            *_loads(srcs, (Kind.COL, Kind.SCALAR))]
     for s in per_col:
         body += _step(s)
     for s in cols:
         body.append(f"{s.out.name}_acc = tl.zeros([BLOCK_N], dtype=tl.float32)")
     body += ["first = pid * rows_per_program",
              "last = tl.minimum(first + rows_per_program, rows)",
-             "for row in range(first, last):",
-             "    base = tl.cast(row, tl.int64) * N  # 64-bit: rows * N may pass 2**31"]
-    loop = []
-    for v in srcs:
-        if v.kind is Kind.ROW:
-            loop.append(f"{v.name} = tl.load({v.name}_ptr + base + cols, mask=mask, "
-                        "other=0.0).to(tl.float32)")
-        elif v.kind is Kind.ROWSTAT:
-            loop.append(f"{v.name} = tl.load({v.name}_ptr + row).to(tl.float32)")
+             "# BLOCK_M rows a step: values [BLOCK_M, BLOCK_N], per-row ones [BLOCK_M, 1];",
+             "# rows past `last` are masked like columns past N",
+             "for start in range(first, last, BLOCK_M):",
+             "    rows_idx = start + tl.arange(0, BLOCK_M)[:, None]  # [BLOCK_M, 1]",
+             "    row_mask = rows_idx < last",
+             "    mask = row_mask & col_mask",
+             "    offs = rows_idx.to(tl.int64) * N + cols  # 64-bit: rows * N may pass 2**31"]
+    loop = _loads(srcs, (Kind.ROW, Kind.ROWSTAT))
     for s in per_row:
         if s.op in COLUMN_OPS:
             loop += [f"# {describe(s.node)}: this program's rows, summed in fp32",
-                     f"{s.out.name}_acc += tl.where(mask, {s.args[0].name}, 0.0)"]
+                     f"{s.out.name}_acc += tl.sum(tl.where(mask, {s.args[0].name}, 0.0), "
+                     "axis=0)"]
         else:
             loop += _step(s)
     for i, v in enumerate(stored):
         ptr = f"{_stored_name(i)}_ptr"
-        where = "base + cols" if v.kind is Kind.ROW else "row"
-        extra = ", mask=mask" if v.kind is Kind.ROW else ""
+        where, mask = ("offs", "mask") if v.kind is Kind.ROW else ("rows_idx", "row_mask")
         loop.append(f"tl.store({ptr} + {where}, cast_rne({v.name}, "
-                    f"{ptr}.dtype.element_ty){extra})")
+                    f"{ptr}.dtype.element_ty), mask={mask})")
     body += [f"    {x}" for x in loop]
     for s in cols:
-        body.append(f"tl.store({s.out.name}_part_ptr + pid.to(tl.int64) * N + cols, "
-                    f"{s.out.name}_acc, mask=mask)")
+        body.append(f"tl.store({s.out.name}_part_ptr + pid.to(tl.int64) * N + lanes, "
+                    f"{s.out.name}_acc, mask=lanes < N)")
     k += [f"    {x}" for x in body]
     return "\n".join([HELPERS, "", "", *k, "", "", _launcher(prog, kernel, launcher, origin)])
 
@@ -189,8 +226,7 @@ def _launcher(prog: RowProgram, kernel: str, launcher: str, origin: str) -> str:
     lines += ["    block = triton.next_power_of_2(max(n, 1))",
               f"    {kernel}[(programs,)](",
               f"        {', '.join(args)},",
-              "        rows, n, per, BLOCK_N=block,",
-              "        num_warps=4 if block <= 2048 else 8 if block <= 8192 else 16)"]
+              "        rows, n, per, BLOCK_N=block)  # BLOCK_M, num_warps: autotuned"]
     for s in prog.column_steps:
         total = f"{s.out.name}_part.sum(0)"
         if s.op == "colmean":

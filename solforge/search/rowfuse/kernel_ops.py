@@ -2,10 +2,13 @@
 compute one :class:`~solforge.search.rowfuse.program.Step` in fp32 (the generator rounds
 the result to the reference's 16-bit dtype after it, as eager PyTorch rounds every op).
 
-Inside a program, ``cols`` are a row's column indices, ``mask`` the real ones
-(``cols < N``), ``N`` the row length: masked lanes hold 0 (loads' ``other``) or whatever
-a function makes of it, so every reduction over a row masks them first (0 for a sum,
--inf for a max).
+Inside a program's loop a row value is a ``[BLOCK_M, BLOCK_N]`` tile of ``BLOCK_M`` rows,
+a per-row value ``[BLOCK_M, 1]``, a column value ``[1, BLOCK_N]``; they broadcast against
+each other. ``mask`` marks the tile's real lanes (columns below ``N``, the row length, of
+rows the program owns): masked lanes hold 0 (loads' ``other``) or whatever a function makes
+of it, so every reduction over a row masks them first (0 for a sum, -inf for a max) and
+reduces along ``axis=1``, keeping the result ``[BLOCK_M, 1]``. A row past the program's
+last is all masked: its reductions give 0 or -inf (a softmax there NaN), never stored.
 
 Not covered: fp64 math; ``pow`` by an integer exponent beyond 4 in magnitude or by a
 module number (refused by the classifier); NaN propagation of ``maximum``, ``clamp`` and
@@ -67,31 +70,36 @@ def _masked(x: str, fill: str) -> str:
     return f"tl.where(mask, {x}, {fill})"
 
 
+def _row(fn: str, x: str) -> str:
+    """``tl.<fn>`` of each row of the tile ``x``, as a ``[BLOCK_M, 1]`` column."""
+    return f"tl.{fn}({x}, axis=1)[:, None]"
+
+
 def _reduction(s: Step, a: list[str]) -> list[str]:
     x, out = a[0], s.out.name
     return [{
-        "rowsum": f"{out} = tl.sum({_masked(x, '0.0')}, axis=0)",
-        "rowmean": f"{out} = tl.sum({_masked(x, '0.0')}, axis=0) / N",
-        "rowmax": f"{out} = tl.max({_masked(x, _NEG_INF)}, axis=0)",
-        "rowmin": f"{out} = tl.min({_masked(x, _INF)}, axis=0)",
+        "rowsum": f"{out} = {_row('sum', _masked(x, '0.0'))}",
+        "rowmean": f"{out} = {_row('sum', _masked(x, '0.0'))} / N",
+        "rowmax": f"{out} = {_row('max', _masked(x, _NEG_INF))}",
+        "rowmin": f"{out} = {_row('min', _masked(x, _INF))}",
     }[s.op]]
 
 
 def _softmax(s: Step, a: list[str]) -> list[str]:
     x, out = a[0], s.out.name
-    lines = [f"{out}_shift = {x} - tl.max({_masked(x, _NEG_INF)}, axis=0)",
+    lines = [f"{out}_shift = {x} - {_row('max', _masked(x, _NEG_INF))}",
              f"{out}_exp = {_masked(f'tl.exp({out}_shift)', '0.0')}"]
     if s.op == "softmax":
-        return lines + [f"{out} = {out}_exp / tl.sum({out}_exp, axis=0)"]
-    return lines + [f"{out} = {out}_shift - tl.log(tl.sum({out}_exp, axis=0))"]
+        return lines + [f"{out} = {out}_exp / {_row('sum', f'{out}_exp')}"]
+    return lines + [f"{out} = {out}_shift - tl.log({_row('sum', f'{out}_exp')})"]
 
 
 def _layer_norm(s: Step, a: list[str]) -> list[str]:
     # args: x, weight or None, bias or None, eps (PyTorch: biased variance, fp32 math)
     x, w, b, eps, out = a[0], a[1], a[2], a[3], s.out.name
-    lines = [f"{out}_mean = tl.sum({_masked(x, '0.0')}, axis=0) / N",
+    lines = [f"{out}_mean = {_row('sum', _masked(x, '0.0'))} / N",
              f"{out}_diff = {_masked(f'{x} - {out}_mean', '0.0')}",
-             f"{out}_rstd = tl.rsqrt(tl.sum({out}_diff * {out}_diff, axis=0) / N + {eps})"]
+             f"{out}_rstd = tl.rsqrt({_row('sum', f'{out}_diff * {out}_diff')} / N + {eps})"]
     y = f"{out}_diff * {out}_rstd"
     if w != "None":
         y += f" * {w}"

@@ -3,8 +3,9 @@ forward and the code generator (``codegen.py``) writes as one Triton kernel.
 
 Every tensor of a row program has a :class:`Kind` relative to one row space: the inputs'
 leading dims multiplied are the rows, their last dim is ``N``. A :class:`Value` is one
-tensor or number of the forward as the kernel holds it (a ``[BLOCK_N]`` vector for ROW
-and COL, a number per row for ROWSTAT, a number for SCALAR); a :class:`Step` computes one
+tensor or number of the forward as the kernel holds it, for a tile of ``BLOCK_M`` rows (a
+``[BLOCK_M, BLOCK_N]`` tile for ROW, ``[1, BLOCK_N]`` for COL, ``[BLOCK_M, 1]`` for ROWSTAT,
+a number for SCALAR); a :class:`Step` computes one
 reference node; a :class:`Source` is what the forward passes the kernel (an input or a
 parameter).
 
