@@ -21,7 +21,8 @@ integers under 32 (kernel sizes, strides, group counts). A file no factor brings
 the cap is recorded ``not_shrunk`` and skipped.
 
 **Judging.** One CPU evaluator judges every candidate whose levers include
-``library_kernel`` and not ``compile`` or ``cuda_graphs`` (Inductor's C++ builds would
+``library_kernel``, and every generated row-program kernel (family ``rowfuse``), and not
+``compile`` or ``cuda_graphs`` (Inductor's C++ builds would
 take the hour; a replay needs a GPU): two correctness trials on fresh inputs, the
 problem's own tolerance (KernelBench's plain fp32 files: 1e-4). Each candidate runs in the
 judge's sandboxed runner, so one that crashes or hangs is recorded with its status.
@@ -264,7 +265,8 @@ def main() -> None:
                     ctx = search_context(problem, "cuda")
                     cands, gen_errors = generate_candidates(ctx)
                     rec["generator_errors"] = gen_errors
-                    lib = [c for c in cands if "library_kernel" in c.levers
+                    lib = [c for c in cands if ("library_kernel" in c.levers
+                                                or c.family == "rowfuse")
                            and "compile" not in c.levers and "cuda_graphs" not in c.levers]
                     rec["library_candidates"] = [judged(ev, problem, c, tmp) for c in lib]
                 except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
